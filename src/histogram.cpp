@@ -1,0 +1,109 @@
+#include "netlatd/histogram.hpp"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+namespace netlatd {
+
+// Index layout: values below kSubBuckets get one bucket each (exact). A value
+// whose highest set bit is k >= kSubBucketBits lies in [2^k, 2^(k+1)), which is
+// split into kSubBuckets buckets of width 2^(k - kSubBucketBits); its index is
+// (k - kSubBucketBits) * kSubBuckets + (value >> (k - kSubBucketBits)). The
+// shifted value is in [kSubBuckets, 2 * kSubBuckets), so consecutive powers of
+// two tile the index space without gaps and the exact range joins on at 64.
+unsigned Histogram::bucket_index(uint64_t value) noexcept {
+  if (value < kSubBuckets)
+    return static_cast<unsigned>(value);
+  const unsigned msb = 63u - static_cast<unsigned>(std::countl_zero(value));
+  const unsigned shift = msb - kSubBucketBits;
+  return shift * kSubBuckets + static_cast<unsigned>(value >> shift);
+}
+
+Histogram::Bucket Histogram::bucket_bounds(unsigned index) noexcept {
+  if (index >= kBucketCount)
+    index = kBucketCount - 1;
+  if (index < kSubBuckets)
+    return {index, uint64_t{index} + 1, 0};
+  // Inverse of bucket_index: index = shift * 64 + m with m in [64, 128).
+  const unsigned shift = index / kSubBuckets - 1;
+  const uint64_t m = index % kSubBuckets + kSubBuckets;
+  const uint64_t lower = m << shift;
+  // The very last bucket would end at 2^64; saturate instead of wrapping to 0.
+  const uint64_t upper = (m + 1 == 2 * kSubBuckets && shift == 64 - kSubBucketBits - 1)
+                             ? UINT64_MAX
+                             : (m + 1) << shift;
+  return {lower, upper, 0};
+}
+
+void Histogram::record(uint64_t value_ns, uint64_t count) noexcept {
+  if (count == 0)
+    return;
+  counts_[bucket_index(value_ns)] += count;
+  count_ += count;
+  sum_ += value_ns * count;
+  min_ = std::min(min_, value_ns);
+  max_ = std::max(max_, value_ns);
+}
+
+void Histogram::merge(const Histogram &other) noexcept {
+  if (other.count_ == 0)
+    return;
+  for (size_t i = 0; i < kBucketCount; ++i)
+    counts_[i] += other.counts_[i];
+  count_ += other.count_;
+  sum_ += other.sum_;
+  min_ = std::min(min_, other.min_);
+  max_ = std::max(max_, other.max_);
+}
+
+void Histogram::reset() noexcept {
+  counts_.fill(0);
+  count_ = 0;
+  sum_ = 0;
+  min_ = UINT64_MAX;
+  max_ = 0;
+}
+
+double Histogram::mean() const noexcept {
+  return count_ ? static_cast<double>(sum_) / static_cast<double>(count_) : 0.0;
+}
+
+uint64_t Histogram::percentile(double p) const noexcept {
+  if (count_ == 0)
+    return 0;
+  p = std::clamp(p, 0.0, 100.0);
+  // Nearest-rank definition: the smallest value with at least p % of the
+  // samples at or below it. The epsilon keeps 99.9 % of 1000 at rank 999
+  // despite 99.9 not being exact in binary.
+  const double exact_rank = p / 100.0 * static_cast<double>(count_);
+  auto rank = static_cast<uint64_t>(std::ceil(exact_rank - 1e-9));
+  rank = std::clamp<uint64_t>(rank, 1, count_);
+
+  uint64_t seen = 0;
+  for (unsigned i = 0; i < kBucketCount; ++i) {
+    seen += counts_[i];
+    if (seen >= rank) {
+      const Bucket b = bucket_bounds(i);
+      const uint64_t mid = b.lower + (b.upper - b.lower - 1) / 2;
+      return std::clamp(mid, min_, max_);
+    }
+  }
+  return max_;  // unreachable while counts_ and count_ agree
+}
+
+std::vector<Histogram::Bucket> Histogram::nonempty_buckets() const {
+  std::vector<Bucket> out;
+  if (count_ == 0)
+    return out;
+  for (unsigned i = bucket_index(min_); i <= bucket_index(max_); ++i) {
+    if (counts_[i] == 0)
+      continue;
+    Bucket b = bucket_bounds(i);
+    b.count = counts_[i];
+    out.push_back(b);
+  }
+  return out;
+}
+
+}  // namespace netlatd
