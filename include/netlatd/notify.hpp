@@ -1,0 +1,45 @@
+#pragma once
+// The daemon's side of systemd's notification protocol (sd_notify(3)), used by
+// systemd/netlatd.service (Type=notify, WatchdogSec=). Every call is a no-op
+// returning false when NOTIFY_SOCKET is unset, so the daemon calls them
+// unconditionally whether or not systemd started it.
+#include <chrono>
+#include <string_view>
+
+namespace netlatd {
+
+class Notifier {
+public:
+  // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID once. The environment
+  // is left as is: children of the daemon do not exist, and tests need it.
+  Notifier();
+
+  bool enabled() const noexcept { return enabled_; }
+
+  // READY=1: send after every BPF program is attached and the output is open,
+  // and again after a SIGHUP reload has finished.
+  bool ready() const;
+  // STATUS=...: one line shown by `systemctl status`. Newlines become spaces
+  // because a newline would start another assignment in the datagram.
+  bool status(std::string_view text) const;
+  // WATCHDOG=1, only when systemd asked for it for this very process
+  // (WATCHDOG_PID matches); call it at least every watchdog_interval() / 2.
+  bool watchdog() const;
+  // STOPPING=1: at the start of shutdown (SIGTERM/SIGINT), before the final flush.
+  bool stopping() const;
+  // RELOADING=1 with MONOTONIC_USEC=now: at the start of a SIGHUP reload. systemd
+  // >= 253 requires MONOTONIC_USEC to match the reload to its request (Type=notify-reload);
+  // older versions ignore the unknown field, so it is always sent.
+  bool reloading() const;
+
+  // WATCHDOG_USEC when the watchdog is enabled for this process, else 0.
+  std::chrono::microseconds watchdog_interval() const noexcept { return watchdog_; }
+
+private:
+  bool send(std::string_view message) const;
+
+  bool enabled_ = false;
+  std::chrono::microseconds watchdog_{0};
+};
+
+}  // namespace netlatd

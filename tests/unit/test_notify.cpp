@@ -1,0 +1,163 @@
+// Notifier against a real AF_UNIX datagram socket standing in for systemd's
+// NOTIFY_SOCKET: what the daemon sends is exactly what systemd would read.
+#include <catch2/catch_test_macros.hpp>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "netlatd/notify.hpp"
+
+namespace {
+
+// Sets or unsets one variable for the scope of a test and restores the old value.
+class EnvGuard {
+public:
+  EnvGuard(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old;
+    if (value)
+      ::setenv(name, value, 1);
+    else
+      ::unsetenv(name);
+  }
+  ~EnvGuard() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  EnvGuard(const EnvGuard &) = delete;
+  EnvGuard &operator=(const EnvGuard &) = delete;
+
+private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
+
+class FakeSystemd {
+public:
+  FakeSystemd() {
+    char tmpl[] = "/tmp/netlatd-notify-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/notify.sock";
+    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    REQUIRE(fd_ >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    REQUIRE(path_.size() < sizeof(addr.sun_path));
+    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0);
+  }
+  ~FakeSystemd() {
+    ::close(fd_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  FakeSystemd(const FakeSystemd &) = delete;
+  FakeSystemd &operator=(const FakeSystemd &) = delete;
+
+  const std::string &path() const { return path_; }
+
+  // The next datagram, or "" after two seconds (a test that waits forever
+  // would hide the failure behind CTest's timeout).
+  std::string receive() {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 2000) != 1)
+      return {};
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{};
+  }
+
+private:
+  std::string dir_, path_;
+  int fd_ = -1;
+};
+
+}  // namespace
+
+TEST_CASE("Notifier does nothing without NOTIFY_SOCKET", "[notify]") {
+  EnvGuard socket("NOTIFY_SOCKET", nullptr);
+  EnvGuard usec("WATCHDOG_USEC", "1000000");
+  const std::string pid = std::to_string(::getpid());
+  EnvGuard wpid("WATCHDOG_PID", pid.c_str());
+  netlatd::Notifier n;
+  CHECK_FALSE(n.enabled());
+  CHECK_FALSE(n.ready());
+  CHECK_FALSE(n.status("x"));
+  CHECK_FALSE(n.watchdog());
+  CHECK_FALSE(n.stopping());
+  CHECK_FALSE(n.reloading());
+  CHECK(n.watchdog_interval().count() == 0);
+}
+
+TEST_CASE("Notifier sends READY, STATUS, RELOADING, STOPPING datagrams", "[notify]") {
+  FakeSystemd systemd;
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  EnvGuard usec("WATCHDOG_USEC", nullptr);
+  EnvGuard wpid("WATCHDOG_PID", nullptr);
+  netlatd::Notifier n;
+  REQUIRE(n.enabled());
+
+  CHECK(n.ready());
+  CHECK(systemd.receive() == "READY=1");
+
+  CHECK(n.status("attached 9 programs\non lo"));
+  CHECK(systemd.receive() == "STATUS=attached 9 programs on lo");
+
+  timespec before{};
+  clock_gettime(CLOCK_MONOTONIC, &before);
+  CHECK(n.reloading());
+  const std::string reload = systemd.receive();
+  const std::string prefix = "RELOADING=1\nMONOTONIC_USEC=";
+  REQUIRE(reload.rfind(prefix, 0) == 0);
+  const unsigned long long sent = std::stoull(reload.substr(prefix.size()));
+  const unsigned long long before_usec =
+      static_cast<unsigned long long>(before.tv_sec) * 1000000ull +
+      static_cast<unsigned long long>(before.tv_nsec) / 1000ull;
+  CHECK(sent >= before_usec);
+  CHECK(sent < before_usec + 10'000'000ull);
+
+  CHECK(n.stopping());
+  CHECK(systemd.receive() == "STOPPING=1");
+
+  // No watchdog was requested: watchdog() must stay silent. The marker proves
+  // nothing was queued in between.
+  CHECK(n.watchdog_interval().count() == 0);
+  CHECK_FALSE(n.watchdog());
+  CHECK(n.status("marker"));
+  CHECK(systemd.receive() == "STATUS=marker");
+}
+
+TEST_CASE("Notifier feeds the watchdog only when it is meant for this process", "[notify]") {
+  FakeSystemd systemd;
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  EnvGuard usec("WATCHDOG_USEC", "30000000");
+
+  SECTION("WATCHDOG_PID is ours") {
+    const std::string pid = std::to_string(::getpid());
+    EnvGuard wpid("WATCHDOG_PID", pid.c_str());
+    netlatd::Notifier n;
+    CHECK(n.watchdog_interval() == std::chrono::seconds(30));
+    CHECK(n.watchdog());
+    CHECK(systemd.receive() == "WATCHDOG=1");
+  }
+  SECTION("WATCHDOG_PID is another process") {
+    const std::string pid = std::to_string(::getpid() + 1);
+    EnvGuard wpid("WATCHDOG_PID", pid.c_str());
+    netlatd::Notifier n;
+    CHECK(n.watchdog_interval().count() == 0);
+    CHECK_FALSE(n.watchdog());
+    CHECK(n.status("marker"));
+    CHECK(systemd.receive() == "STATUS=marker");
+  }
+}
