@@ -79,6 +79,11 @@ uint64_t Histogram::percentile(double p) const noexcept {
   const double exact_rank = p / 100.0 * static_cast<double>(count_);
   auto rank = static_cast<uint64_t>(std::ceil(exact_rank - 1e-9));
   rank = std::clamp<uint64_t>(rank, 1, count_);
+  // The extremes are known exactly; a bucket midpoint would only blur them.
+  if (rank == 1)
+    return min_;
+  if (rank == count_)
+    return max_;
 
   uint64_t seen = 0;
   for (unsigned i = 0; i < kBucketCount; ++i) {

@@ -1,0 +1,177 @@
+// Stage arithmetic on hand-built records: a missing stamp gives no duration,
+// never a zero; total starts at the first stamp the packet has.
+#include <set>
+#include <string>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "netlatd/stages.hpp"
+
+using namespace netlatd;
+
+namespace {
+
+// A UDP packet through a NIC: every stamp but COPY (linear UDP skips it).
+netlatd_packet full_packet() {
+  netlatd_packet p{};
+  p.stamp_ns[NETLATD_STAMP_IRQ] = 1'000'000;
+  p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = 1'000'400;
+  p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = 1'002'000;
+  p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = 1'005'000;
+  p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 1'009'000;
+  p.stamp_ns[NETLATD_STAMP_WAKEUP] = 1'009'500;
+  p.stamp_ns[NETLATD_STAMP_ONCPU] = 1'030'000;
+  p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = 1'034'000;
+  p.l4proto = 17;
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("stage names round-trip and descriptions are distinct", "[stages]") {
+  const char *expected[] = {"irq", "softirq", "netif_receive", "sock_queue", "oncpu", "total"};
+  std::set<std::string> descriptions;
+  for (size_t i = 0; i < kStageCount; ++i) {
+    REQUIRE(stage_name(kAllStages[i]) == expected[i]);
+    REQUIRE(stage_from_name(expected[i]) == kAllStages[i]);
+    REQUIRE(!stage_description(kAllStages[i]).empty());
+    descriptions.emplace(stage_description(kAllStages[i]));
+  }
+  REQUIRE(descriptions.size() == kStageCount);
+  REQUIRE_FALSE(stage_from_name("IRQ").has_value());
+  REQUIRE_FALSE(stage_from_name("").has_value());
+}
+
+TEST_CASE("stamp names", "[stages]") {
+  REQUIRE(stamp_name(NETLATD_STAMP_IRQ) == "irq");
+  REQUIRE(stamp_name(NETLATD_STAMP_SOFTIRQ_RAISE) == "softirq_raise");
+  REQUIRE(stamp_name(NETLATD_STAMP_SOFTIRQ_ENTRY) == "softirq_entry");
+  REQUIRE(stamp_name(NETLATD_STAMP_RECEIVE_SKB) == "netif_receive_skb");
+  REQUIRE(stamp_name(NETLATD_STAMP_SOCK_QUEUE) == "sock_queue");
+  REQUIRE(stamp_name(NETLATD_STAMP_WAKEUP) == "wakeup");
+  REQUIRE(stamp_name(NETLATD_STAMP_ONCPU) == "oncpu");
+  REQUIRE(stamp_name(NETLATD_STAMP_COPY) == "copy");
+  REQUIRE(stamp_name(NETLATD_STAMP_RECV_RETURN) == "recv_return");
+}
+
+TEST_CASE("stages start and end at the documented stamps", "[stages]") {
+  REQUIRE(start_stamp(Stage::Irq) == NETLATD_STAMP_IRQ);
+  REQUIRE(end_stamp(Stage::Irq) == NETLATD_STAMP_SOFTIRQ_ENTRY);
+  REQUIRE(start_stamp(Stage::Softirq) == NETLATD_STAMP_SOFTIRQ_ENTRY);
+  REQUIRE(end_stamp(Stage::Softirq) == NETLATD_STAMP_RECEIVE_SKB);
+  REQUIRE(start_stamp(Stage::NetifReceive) == NETLATD_STAMP_RECEIVE_SKB);
+  REQUIRE(end_stamp(Stage::NetifReceive) == NETLATD_STAMP_SOCK_QUEUE);
+  REQUIRE(start_stamp(Stage::SockQueue) == NETLATD_STAMP_SOCK_QUEUE);
+  REQUIRE(end_stamp(Stage::SockQueue) == NETLATD_STAMP_ONCPU);
+  REQUIRE(start_stamp(Stage::OnCpu) == NETLATD_STAMP_ONCPU);
+  REQUIRE(end_stamp(Stage::OnCpu) == NETLATD_STAMP_RECV_RETURN);
+  REQUIRE(start_stamp(Stage::Total) == NETLATD_STAMP_IRQ);
+  REQUIRE(end_stamp(Stage::Total) == NETLATD_STAMP_RECV_RETURN);
+}
+
+TEST_CASE("durations of a complete packet", "[stages]") {
+  const netlatd_packet p = full_packet();
+  REQUIRE(stage_duration(p, Stage::Irq) == 2'000u);
+  REQUIRE(stage_duration(p, Stage::Softirq) == 3'000u);
+  REQUIRE(stage_duration(p, Stage::NetifReceive) == 4'000u);
+  REQUIRE(stage_duration(p, Stage::SockQueue) == 21'000u);
+  REQUIRE(stage_duration(p, Stage::OnCpu) == 4'000u);
+  REQUIRE(stage_duration(p, Stage::Total) == 34'000u);
+  // The consecutive stages cover total exactly.
+  uint64_t sum = 0;
+  for (Stage s : {Stage::Irq, Stage::Softirq, Stage::NetifReceive, Stage::SockQueue, Stage::OnCpu})
+    sum += *stage_duration(p, s);
+  REQUIRE(sum == *stage_duration(p, Stage::Total));
+  REQUIRE(stamps_ordered(p));
+}
+
+TEST_CASE("a missing stamp gives no duration, not zero", "[stages]") {
+  netlatd_packet p = full_packet();
+  p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 0;
+  REQUIRE_FALSE(stage_duration(p, Stage::NetifReceive).has_value());
+  REQUIRE_FALSE(stage_duration(p, Stage::SockQueue).has_value());
+  // Stages not touching the missing stamp are unaffected.
+  REQUIRE(stage_duration(p, Stage::Softirq) == 3'000u);
+  REQUIRE(stage_duration(p, Stage::OnCpu) == 4'000u);
+  REQUIRE(stage_duration(p, Stage::Total) == 34'000u);
+
+  p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = 0;
+  REQUIRE_FALSE(stage_duration(p, Stage::OnCpu).has_value());
+  REQUIRE_FALSE(stage_duration(p, Stage::Total).has_value());
+
+  const netlatd_packet empty{};
+  for (Stage s : kAllStages)
+    REQUIRE_FALSE(stage_duration(empty, s).has_value());
+}
+
+TEST_CASE("equal stamps give a real zero duration", "[stages]") {
+  netlatd_packet p = full_packet();
+  // A reader already on CPU may be stamped at the same instant the packet queued.
+  p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+  p.stamp_ns[NETLATD_STAMP_ONCPU] = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+  REQUIRE(stage_duration(p, Stage::SockQueue) == 0u);
+  REQUIRE(stamps_ordered(p));
+}
+
+TEST_CASE("an end before its start gives no duration", "[stages]") {
+  netlatd_packet p = full_packet();
+  p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = 999'000;  // before the IRQ
+  REQUIRE_FALSE(stage_duration(p, Stage::Softirq).has_value());
+  REQUIRE(stage_duration(p, Stage::NetifReceive) == 10'000u);
+  REQUIRE_FALSE(stamps_ordered(p));
+}
+
+TEST_CASE("total starts at the first stamp the packet has", "[stages]") {
+  netlatd_packet p = full_packet();
+  const uint64_t end = p.stamp_ns[NETLATD_STAMP_RECV_RETURN];
+
+  SECTION("IRQ when present") {
+    REQUIRE(stage_duration(p, Stage::Total) == end - p.stamp_ns[NETLATD_STAMP_IRQ]);
+  }
+  SECTION("softirq_raise without an IRQ") {
+    p.stamp_ns[NETLATD_STAMP_IRQ] = 0;
+    REQUIRE(stage_duration(p, Stage::Total) == end - p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE]);
+    REQUIRE_FALSE(stage_duration(p, Stage::Irq).has_value());
+  }
+  SECTION("softirq_entry on loopback-like paths") {
+    p.stamp_ns[NETLATD_STAMP_IRQ] = 0;
+    p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = 0;
+    REQUIRE(stage_duration(p, Stage::Total) == end - p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY]);
+  }
+  SECTION("netif_receive_skb when no softirq was seen") {
+    p.stamp_ns[NETLATD_STAMP_IRQ] = 0;
+    p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = 0;
+    p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = 0;
+    REQUIRE(stage_duration(p, Stage::Total) == end - p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB]);
+  }
+  SECTION("no start stamp at all: no total, even with later stamps") {
+    p.stamp_ns[NETLATD_STAMP_IRQ] = 0;
+    p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = 0;
+    p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = 0;
+    p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = 0;
+    REQUIRE_FALSE(stage_duration(p, Stage::Total).has_value());
+  }
+}
+
+TEST_CASE("stamps_ordered skips missing stamps and catches any inversion", "[stages]") {
+  netlatd_packet p{};
+  REQUIRE(stamps_ordered(p));  // nothing to disagree
+
+  p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = 100;
+  p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = 500;
+  REQUIRE(stamps_ordered(p));
+
+  // Inverted against a stamp two places earlier, with a gap between.
+  p.stamp_ns[NETLATD_STAMP_WAKEUP] = 90;
+  REQUIRE_FALSE(stamps_ordered(p));
+
+  p.stamp_ns[NETLATD_STAMP_WAKEUP] = 300;
+  p.stamp_ns[NETLATD_STAMP_COPY] = 501;  // after recv_return
+  REQUIRE_FALSE(stamps_ordered(p));
+  p.stamp_ns[NETLATD_STAMP_COPY] = 400;
+  REQUIRE(stamps_ordered(p));
+
+  // The first stamp later than everything after it.
+  p.stamp_ns[NETLATD_STAMP_IRQ] = 1'000;
+  REQUIRE_FALSE(stamps_ordered(p));
+}
