@@ -1,0 +1,270 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * nlrx: the receiving application of the vm test tier (tests/vm/).
+ *
+ * Runs inside the guest, linked static so the initramfs needs nothing else.
+ * It is a deliberately plain reader: one thread per socket, blocking
+ * recvfrom()/recv() for every datagram, so each packet ends exactly where
+ * netlatd expects the receive path to end (the receive call returning).
+ * Counting what it got lets the host check netlatd's packet counts against
+ * what an application really saw.
+ *
+ *   nlrx --udp PORT [--udp-expect N] [--tcp PORT] [--idle-ms MS]
+ *        [--ready-file PATH]
+ *       Receive until N UDP datagrams arrived and the TCP peer closed, or
+ *       until nothing arrived for MS milliseconds after the first packet
+ *       (or for 4*MS before it). Prints one summary line and exits 0.
+ *
+ *   nlrx --notify-wait PATH [--idle-ms MS]
+ *       Act as the service manager's notify socket for one daemon: bind an
+ *       AF_UNIX datagram socket at PATH and wait for a message with READY=1.
+ *       Exits 0 when it came, 1 on timeout. This is how the guest knows
+ *       netlatd has attached its programs before the host starts sending.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+static atomic_ullong udp_datagrams, udp_bytes, tcp_reads, tcp_bytes;
+static atomic_ullong last_rx_ns;
+static atomic_int tcp_done;
+static atomic_int stop;
+
+static unsigned long long now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static void die(const char *what)
+{
+	fprintf(stderr, "nlrx: error: %s: %s\n", what, strerror(errno));
+	exit(2);
+}
+
+static int listen_socket(int type, int port)
+{
+	int fd = socket(AF_INET, type, 0);
+	if (fd < 0)
+		die("socket");
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((unsigned short)port)};
+	a.sin_addr.s_addr = htonl(INADDR_ANY);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("bind");
+	if (type == SOCK_STREAM && listen(fd, 4) < 0)
+		die("listen");
+	return fd;
+}
+
+static void *udp_reader(void *arg)
+{
+	int fd = *(int *)arg;
+	char buf[65536];
+	for (;;) {
+		struct sockaddr_in from;
+		socklen_t fl = sizeof(from);
+		ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* shutdown() by main */
+		}
+		if (atomic_load(&stop))
+			break;
+		atomic_fetch_add(&udp_datagrams, 1);
+		atomic_fetch_add(&udp_bytes, (unsigned long long)n);
+		atomic_store(&last_rx_ns, now_ns());
+	}
+	return NULL;
+}
+
+static void *tcp_reader(void *arg)
+{
+	int lfd = *(int *)arg;
+	int fd;
+	do
+		fd = accept(lfd, NULL, NULL);
+	while (fd < 0 && errno == EINTR);
+	if (fd < 0)
+		return NULL;
+	char buf[65536];
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		atomic_fetch_add(&tcp_reads, 1);
+		atomic_fetch_add(&tcp_bytes, (unsigned long long)n);
+		atomic_store(&last_rx_ns, now_ns());
+	}
+	close(fd);
+	atomic_store(&tcp_done, 1);
+	return NULL;
+}
+
+static int notify_wait(const char *path, long timeout_ms)
+{
+	int fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		die("socket(AF_UNIX)");
+	struct sockaddr_un a = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(a.sun_path)) {
+		fprintf(stderr, "nlrx: error: path too long\n");
+		return 2;
+	}
+	strcpy(a.sun_path, path);
+	unlink(path);
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("bind(AF_UNIX)");
+	/* Tell the shell that started us that the socket exists. */
+	printf("nlrx: notify socket %s bound\n", path);
+	fflush(stdout);
+	unsigned long long deadline = now_ns() + (unsigned long long)timeout_ms * 1000000ull;
+	for (;;) {
+		unsigned long long t = now_ns();
+		if (t >= deadline) {
+			printf("nlrx: no READY=1 within %ld ms\n", timeout_ms);
+			return 1;
+		}
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		int r = poll(&p, 1, (int)((deadline - t) / 1000000ull) + 1);
+		if (r <= 0)
+			continue;
+		char msg[4096];
+		ssize_t n = recv(fd, msg, sizeof(msg) - 1, 0);
+		if (n <= 0)
+			continue;
+		msg[n] = 0;
+		for (char *c = msg; *c; c++)
+			if (*c == '\n')
+				*c = ' ';
+		printf("nlrx: notify: %s\n", msg);
+		fflush(stdout);
+		if (strstr(msg, "READY=1"))
+			return 0;
+	}
+}
+
+static void on_term(int sig)
+{
+	(void)sig;
+	atomic_store(&stop, 1);
+}
+
+int main(int argc, char **argv)
+{
+	int udp_port = 0, tcp_port = 0;
+	long udp_expect = -1, idle_ms = 5000;
+	const char *ready_file = NULL, *notify_path = NULL;
+	for (int i = 1; i < argc; i++) {
+		const char *o = argv[i];
+		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v) {
+			fprintf(stderr, "nlrx: error: %s needs a value\n", o);
+			return 2;
+		}
+		if (!strcmp(o, "--udp"))
+			udp_port = atoi(v);
+		else if (!strcmp(o, "--tcp"))
+			tcp_port = atoi(v);
+		else if (!strcmp(o, "--udp-expect"))
+			udp_expect = atol(v);
+		else if (!strcmp(o, "--idle-ms"))
+			idle_ms = atol(v);
+		else if (!strcmp(o, "--ready-file"))
+			ready_file = v;
+		else if (!strcmp(o, "--notify-wait"))
+			notify_path = v;
+		else {
+			fprintf(stderr, "nlrx: error: unknown option %s\n", o);
+			return 2;
+		}
+		i++;
+	}
+	if (notify_path)
+		return notify_wait(notify_path, idle_ms);
+	if (!udp_port && !tcp_port) {
+		fprintf(stderr, "nlrx: error: need --udp and/or --tcp\n");
+		return 2;
+	}
+
+	struct sigaction sa = {.sa_handler = on_term};
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	int ufd = -1, tfd = -1;
+	pthread_t ut, tt;
+	if (udp_port) {
+		ufd = listen_socket(SOCK_DGRAM, udp_port);
+		int big = 4 << 20;
+		setsockopt(ufd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+		pthread_create(&ut, NULL, udp_reader, &ufd);
+	}
+	if (tcp_port) {
+		tfd = listen_socket(SOCK_STREAM, tcp_port);
+		pthread_create(&tt, NULL, tcp_reader, &tfd);
+	} else {
+		atomic_store(&tcp_done, 1);
+	}
+	if (ready_file) {
+		FILE *f = fopen(ready_file, "w");
+		if (f)
+			fclose(f);
+	}
+	printf("nlrx: listening udp=%d tcp=%d\n", udp_port, tcp_port);
+	fflush(stdout);
+
+	unsigned long long start = now_ns();
+	const char *why = "done";
+	for (;;) {
+		usleep(20000);
+		if (atomic_load(&stop)) {
+			why = "signal";
+			break;
+		}
+		bool udp_ok = udp_expect < 0 ? true : (long)atomic_load(&udp_datagrams) >= udp_expect;
+		if (udp_ok && atomic_load(&tcp_done) && (udp_expect >= 0 || tcp_port))
+			break;
+		unsigned long long last = atomic_load(&last_rx_ns);
+		unsigned long long t = now_ns();
+		if (last ? t - last > (unsigned long long)idle_ms * 1000000ull
+			 : t - start > 4ull * (unsigned long long)idle_ms * 1000000ull) {
+			why = "idle";
+			break;
+		}
+	}
+	/* Wake the blocked readers; their counts are final once they return. */
+	atomic_store(&stop, 1);
+	if (ufd >= 0) {
+		shutdown(ufd, SHUT_RDWR);
+		pthread_join(ut, NULL);
+	}
+	if (tfd >= 0) {
+		shutdown(tfd, SHUT_RDWR);
+		if (atomic_load(&tcp_done))
+			pthread_join(tt, NULL);
+		else
+			pthread_cancel(tt);
+	}
+	printf("nlrx: result udp_datagrams=%llu udp_bytes=%llu tcp_reads=%llu tcp_bytes=%llu end=%s\n",
+	       atomic_load(&udp_datagrams), atomic_load(&udp_bytes), atomic_load(&tcp_reads),
+	       atomic_load(&tcp_bytes), why);
+	fflush(stdout);
+	return 0;
+}
