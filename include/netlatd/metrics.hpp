@@ -1,0 +1,104 @@
+#pragma once
+// Opt-in Prometheus endpoint (--metrics-listen ADDR:PORT): the text exposition
+// format 0.0.4 of the daemon's cumulative counters and per-stage histograms.
+// The JSON lines stay the primary output; this is for dashboards and alerts.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "netlatd/histogram.hpp"
+#include "netlatd/stages.hpp"
+
+namespace httplib {
+class Server;
+}
+
+namespace netlatd {
+
+// Everything one scrape shows. Counters and histograms are cumulative since
+// the daemon started (Prometheus computes rates itself); they never go down.
+struct MetricsSnapshot {
+  std::string iface;
+  std::vector<uint16_t> ports;
+  std::string version;  // netlatd version
+  std::string kernel;   // uname -r
+
+  struct StageMetrics {
+    bool applicable = false;  // false: no series in netlatd_stage_latency_seconds
+    std::string start_hook;   // e.g. "tp_btf/netif_receive_skb"
+    std::string end_hook;
+    Histogram latency;        // nanoseconds, cumulative
+  };
+  std::array<StageMetrics, kStageCount> stages;  // indexed by Stage
+
+  uint64_t packets_udp = 0;
+  uint64_t packets_tcp = 0;
+  std::map<std::string, uint64_t> drops;  // reason -> total, e.g. "ringbuf_full"
+};
+
+// The `le` bounds of netlatd_stage_latency_seconds, in nanoseconds; +Inf follows.
+// A fine bucket of the Histogram is counted under the first bound its (exclusive)
+// upper edge does not exceed, so a bound's count never includes a value above it;
+// a value at most 1.6 % below a bound may be counted under the next one.
+inline constexpr std::array<uint64_t, 19> kPrometheusBoundsNs{
+    1'000,      2'500,      5'000,       10'000,      25'000,      50'000,     100'000,
+    250'000,    500'000,    1'000'000,   2'500'000,   5'000'000,   10'000'000, 25'000'000,
+    50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000};
+
+// Text exposition format 0.0.4, families in a fixed order, ending with a newline.
+std::string render_prometheus(const MetricsSnapshot &snapshot);
+
+// "ADDR:PORT", "[V6ADDR]:PORT", ":PORT" or "PORT"; the address defaults to
+// 127.0.0.1 so nothing is exposed beyond the host unless asked. Port 0 picks a
+// free port (tests). Throws std::invalid_argument with a one-line message.
+struct ListenAddress {
+  std::string host;
+  uint16_t port = 0;
+};
+ListenAddress parse_listen_address(std::string_view text);
+
+class MetricsError : public std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Serves GET /metrics (404 for anything else) on its own thread.
+//
+// `render` is called on the server's single worker thread, one scrape at a
+// time, concurrently with the daemon's main loop. It must not touch live
+// aggregation state: the daemon keeps a MetricsSnapshot under a mutex, updates
+// it once per interval, and `render` copies/renders it under that mutex.
+// An exception from `render` becomes a 500 response.
+class MetricsServer {
+public:
+  using Render = std::function<std::string()>;
+
+  // Binds before returning; throws std::invalid_argument for a malformed
+  // address and MetricsError ("cannot listen on 127.0.0.1:9464: Address already
+  // in use") when the socket cannot be bound.
+  MetricsServer(std::string_view listen, Render render);
+  ~MetricsServer();
+  MetricsServer(const MetricsServer &) = delete;
+  MetricsServer &operator=(const MetricsServer &) = delete;
+
+  // Stops accepting, finishes the scrape in progress, joins the thread. Idempotent.
+  void stop();
+
+  const std::string &host() const noexcept { return address_.host; }
+  uint16_t port() const noexcept { return address_.port; }  // the bound port, also for port 0
+
+private:
+  ListenAddress address_;
+  std::unique_ptr<httplib::Server> server_;
+  std::thread thread_;
+  std::atomic<bool> thread_done_{false};
+};
+
+}  // namespace netlatd

@@ -1,0 +1,284 @@
+// Prometheus exposition and the /metrics endpoint. The server test is a real
+// HTTP scrape over 127.0.0.1 on an ephemeral port.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <httplib.h>
+
+#include "netlatd/metrics.hpp"
+
+using netlatd::MetricsSnapshot;
+using netlatd::Stage;
+
+namespace {
+
+MetricsSnapshot::StageMetrics &stage_of(MetricsSnapshot &s, Stage st) {
+  return s.stages[static_cast<size_t>(st)];
+}
+
+std::vector<std::string> lines_of(const std::string &text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    out.push_back(line);
+  return out;
+}
+
+// The `_bucket` samples of one stage, in output order: (le label, value).
+std::vector<std::pair<std::string, uint64_t>> buckets_of(const std::string &text, const std::string &stage) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  const std::regex re("^netlatd_stage_latency_seconds_bucket\\{stage=\"" + stage + "\",le=\"([^\"]+)\"\\} (\\d+)$");
+  for (const auto &line : lines_of(text)) {
+    std::smatch m;
+    if (std::regex_match(line, m, re))
+      out.emplace_back(m[1].str(), std::stoull(m[2].str()));
+  }
+  return out;
+}
+
+std::string sample_value(const std::string &text, const std::string &series) {
+  for (const auto &line : lines_of(text))
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ')
+      return line.substr(series.size() + 1);
+  return "<absent>";
+}
+
+MetricsSnapshot example_snapshot() {
+  MetricsSnapshot s;
+  s.iface = "lo";
+  s.ports = {5000, 5001};
+  s.version = "0.1.0";
+  s.kernel = "6.18.0-test";
+  for (Stage st : netlatd::kAllStages) {
+    auto &m = stage_of(s, st);
+    m.applicable = st != Stage::Irq;  // lo has no NIC IRQ
+    m.start_hook = "tp_btf/start";
+    m.end_hook = "tp_btf/end";
+  }
+  auto &total = stage_of(s, Stage::Total).latency;
+  total.record(500);            // 0.5 us
+  total.record(1'500);          // 1.5 us
+  total.record(3'000'000);      // 3 ms
+  total.record(2'000'000'000);  // 2 s: beyond the last finite bound
+  s.packets_udp = 4;
+  s.packets_tcp = 0;
+  s.drops = {{"ringbuf_full", 2}, {"stack_dropped", 7}};
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("render_prometheus: histogram buckets are cumulative and end at _count", "[metrics]") {
+  const std::string text = netlatd::render_prometheus(example_snapshot());
+  const auto b = buckets_of(text, "total");
+  REQUIRE(b.size() == netlatd::kPrometheusBoundsNs.size() + 1);
+  CHECK(b.front().first == "1e-06");
+  CHECK(b.back().first == "+Inf");
+  for (size_t i = 1; i < b.size(); ++i)
+    CHECK(b[i].second >= b[i - 1].second);
+
+  const std::map<std::string, uint64_t> by_le(b.begin(), b.end());
+  CHECK(by_le.at("1e-06") == 1);
+  CHECK(by_le.at("2.5e-06") == 2);
+  CHECK(by_le.at("0.0025") == 2);
+  CHECK(by_le.at("0.005") == 3);
+  CHECK(by_le.at("1") == 3);
+  CHECK(by_le.at("+Inf") == 4);
+  CHECK(sample_value(text, "netlatd_stage_latency_seconds_count{stage=\"total\"}") == "4");
+  CHECK(std::stod(sample_value(text, "netlatd_stage_latency_seconds_sum{stage=\"total\"}")) ==
+        (500.0 + 1'500.0 + 3'000'000.0 + 2'000'000'000.0) / 1e9);
+
+  // An applicable stage with no packets still has its series, all zero.
+  const auto empty = buckets_of(text, "oncpu");
+  REQUIRE(empty.size() == b.size());
+  CHECK(empty.back().second == 0);
+  CHECK(sample_value(text, "netlatd_stage_latency_seconds_count{stage=\"oncpu\"}") == "0");
+}
+
+TEST_CASE("render_prometheus: a bound never counts a value above it", "[metrics]") {
+  // The fine buckets are up to 1/64 wide, so a value within 1/64 below a
+  // bound may land in the next one, but never the reverse.
+  MetricsSnapshot s = example_snapshot();
+  auto &h = stage_of(s, Stage::SockQueue).latency;
+  std::mt19937_64 rng(42);
+  std::vector<uint64_t> values;
+  for (int i = 0; i < 20'000; ++i) {
+    // Log-uniform from 1 ns to ~4 s, so every bound gets neighbours.
+    const double exp10 = std::uniform_real_distribution<double>(0.0, 9.6)(rng);
+    values.push_back(static_cast<uint64_t>(std::pow(10.0, exp10)));
+  }
+  // Values exactly at each bound and just around it: the edges that matter.
+  for (uint64_t bound : netlatd::kPrometheusBoundsNs)
+    for (uint64_t v : {bound - 1, bound, bound + 1})
+      values.push_back(v);
+  for (uint64_t v : values)
+    h.record(v);
+
+  const auto b = buckets_of(netlatd::render_prometheus(s), "sock_queue");
+  REQUIRE(b.size() == netlatd::kPrometheusBoundsNs.size() + 1);
+  for (size_t i = 0; i < netlatd::kPrometheusBoundsNs.size(); ++i) {
+    const uint64_t le = netlatd::kPrometheusBoundsNs[i];
+    uint64_t at_most = 0, well_below = 0;
+    for (uint64_t v : values) {
+      at_most += v <= le;
+      well_below += v + v / 64 + 1 <= le;
+    }
+    INFO("le=" << b[i].first);
+    CHECK(b[i].second <= at_most);
+    CHECK(b[i].second >= well_below);
+  }
+  CHECK(b.back().second == values.size());
+}
+
+TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
+  const std::string text = netlatd::render_prometheus(example_snapshot());
+  CHECK(text.back() == '\n');
+
+  // Only applicable stages have latency series; all stages have an applicable flag.
+  CHECK(buckets_of(text, "irq").empty());
+  CHECK(sample_value(text, "netlatd_stage_applicable{stage=\"irq\"}") == "0");
+  CHECK(sample_value(text, "netlatd_stage_applicable{stage=\"softirq\"}") == "1");
+  CHECK(sample_value(text, "netlatd_stage_hook_info{stage=\"total\",start_hook=\"tp_btf/start\",end_hook=\"tp_btf/end\"}") == "1");
+
+  CHECK(sample_value(text, "netlatd_packets_total{proto=\"udp\"}") == "4");
+  CHECK(sample_value(text, "netlatd_packets_total{proto=\"tcp\"}") == "0");
+  CHECK(sample_value(text, "netlatd_drops_total{reason=\"ringbuf_full\"}") == "2");
+  CHECK(sample_value(text, "netlatd_drops_total{reason=\"stack_dropped\"}") == "7");
+  CHECK(sample_value(text,
+                     "netlatd_build_info{version=\"0.1.0\",kernel=\"6.18.0-test\",iface=\"lo\",ports=\"5000,5001\"}") ==
+        "1");
+
+  // Every sample line is well-formed and belongs to a family declared above it
+  // with both HELP and TYPE.
+  const std::regex sample_re(R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? \S+$)");
+  std::map<std::string, std::string> types;
+  std::set<std::string> helps;
+  for (const auto &line : lines_of(text)) {
+    INFO(line);
+    if (line.rfind("# HELP ", 0) == 0) {
+      helps.insert(line.substr(7, line.find(' ', 7) - 7));
+      continue;
+    }
+    if (line.rfind("# TYPE ", 0) == 0) {
+      const auto name = line.substr(7, line.find(' ', 7) - 7);
+      CHECK(helps.count(name) == 1);
+      CHECK(types.count(name) == 0);  // declared once
+      types[name] = line.substr(line.find(' ', 7) + 1);
+      continue;
+    }
+    std::smatch m;
+    REQUIRE(std::regex_match(line, m, sample_re));
+    std::string family = m[1].str();
+    for (const char *suffix : {"_bucket", "_sum", "_count"})
+      if (!types.count(family) && family.size() > std::strlen(suffix) &&
+          family.compare(family.size() - std::strlen(suffix), std::string::npos, suffix) == 0)
+        family.resize(family.size() - std::strlen(suffix));
+    CHECK(types.count(family) == 1);
+  }
+  CHECK(types.at("netlatd_stage_latency_seconds") == "histogram");
+  CHECK(types.at("netlatd_packets_total") == "counter");
+  CHECK(types.at("netlatd_drops_total") == "counter");
+  CHECK(types.at("netlatd_build_info") == "gauge");
+  CHECK(types.at("netlatd_stage_applicable") == "gauge");
+}
+
+TEST_CASE("render_prometheus: label values are escaped", "[metrics]") {
+  MetricsSnapshot s = example_snapshot();
+  s.iface = "we\"ird\\name\nx";
+  s.drops = {{"a\"b", 1}};
+  const std::string text = netlatd::render_prometheus(s);
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(R"(iface="we\"ird\\name\nx")"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(R"(netlatd_drops_total{reason="a\"b"} 1)"));
+  // The raw newline must not survive: it would split the sample.
+  for (const auto &line : lines_of(text))
+    CHECK(line != "x\",ports=\"5000,5001\"} 1");
+}
+
+TEST_CASE("parse_listen_address", "[metrics]") {
+  using netlatd::parse_listen_address;
+  auto a = parse_listen_address("127.0.0.1:9464");
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 9464);
+  a = parse_listen_address(":9100");
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 9100);
+  a = parse_listen_address("9100");
+  CHECK(a.host == "127.0.0.1");
+  CHECK(a.port == 9100);
+  a = parse_listen_address("0.0.0.0:0");
+  CHECK(a.host == "0.0.0.0");
+  CHECK(a.port == 0);
+  a = parse_listen_address("[::1]:9464");
+  CHECK(a.host == "::1");
+  CHECK(a.port == 9464);
+  for (const char *bad : {"127.0.0.1:http", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
+                          "[::1]9464", "[::1", "1.2.3.4:80x", ""}) {
+    INFO(bad);
+    CHECK_THROWS_AS(parse_listen_address(bad), std::invalid_argument);
+  }
+  CHECK_THROWS_WITH(parse_listen_address("localhost:http"),
+                    Catch::Matchers::ContainsSubstring("port 'http' is not a number"));
+}
+
+TEST_CASE("MetricsServer serves /metrics over real HTTP", "[metrics]") {
+  const MetricsSnapshot snapshot = example_snapshot();
+  std::atomic<int> scrapes{0};
+  netlatd::MetricsServer server("127.0.0.1:0", [&] {
+    ++scrapes;
+    return netlatd::render_prometheus(snapshot);
+  });
+  REQUIRE(server.port() != 0);
+  CHECK(server.host() == "127.0.0.1");
+
+  httplib::Client client("127.0.0.1", server.port());
+  client.set_connection_timeout(5, 0);
+  client.set_read_timeout(5, 0);
+
+  auto res = client.Get("/metrics");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK_THAT(res->get_header_value("Content-Type"), Catch::Matchers::StartsWith("text/plain; version=0.0.4"));
+  CHECK(res->body == netlatd::render_prometheus(snapshot));
+  CHECK(scrapes == 1);
+
+  res = client.Get("/");
+  REQUIRE(res);
+  CHECK(res->status == 404);
+  res = client.Get("/metricsx");
+  REQUIRE(res);
+  CHECK(res->status == 404);
+  CHECK(scrapes == 1);
+
+  server.stop();
+  server.stop();  // idempotent
+  httplib::Client after("127.0.0.1", server.port());
+  after.set_connection_timeout(1, 0);
+  CHECK_FALSE(after.Get("/metrics"));
+}
+
+TEST_CASE("MetricsServer: render failure is a 500, busy port is a clear error", "[metrics]") {
+  netlatd::MetricsServer failing("127.0.0.1:0", []() -> std::string { throw std::runtime_error("no snapshot yet"); });
+  httplib::Client client("127.0.0.1", failing.port());
+  client.set_read_timeout(5, 0);
+  auto res = client.Get("/metrics");
+  REQUIRE(res);
+  CHECK(res->status == 500);
+  CHECK_THAT(res->body, Catch::Matchers::ContainsSubstring("no snapshot yet"));
+
+  const std::string taken = "127.0.0.1:" + std::to_string(failing.port());
+  CHECK_THROWS_AS(netlatd::MetricsServer(taken, [] { return std::string(); }), netlatd::MetricsError);
+  CHECK_THROWS_WITH(netlatd::MetricsServer(taken, [] { return std::string(); }),
+                    Catch::Matchers::StartsWith("cannot listen on " + taken));
+  CHECK_THROWS_AS(netlatd::MetricsServer("127.0.0.1:http", [] { return std::string(); }), std::invalid_argument);
+}
