@@ -45,7 +45,9 @@ std::string rfc3339_seconds(int64_t secs) {
   return buf;
 }
 
-double round_to(double v, double step) { return std::round(v / step) * step; }
+// Dividing by a power of ten (not multiplying by its inverse) gives the double
+// nearest the decimal, so the JSON shows 15132.8 and not 15132.800000000001.
+double round_decimals(double v, double per_unit) { return std::round(v * per_unit) / per_unit; }
 
 const IntervalAggregator &aggregate_of(const IntervalReport &r) {
   static const IntervalAggregator empty;
@@ -71,7 +73,7 @@ Json stage_json(const ReportHeader::StageHooks &hooks, const Histogram &h) {
   j["p99_ns"] = h.percentile(99);
   j["p999_ns"] = h.percentile(99.9);
   j["max_ns"] = h.max();
-  j["mean_ns"] = round_to(h.mean(), 0.1);
+  j["mean_ns"] = round_decimals(h.mean(), 10);
   Json buckets = Json::array();
   for (const Histogram::Bucket &b : h.nonempty_buckets())
     buckets.push_back(Json::array({b.lower, b.upper, b.count}));
@@ -126,7 +128,8 @@ void append_histogram_rows(std::string &out, const Histogram &h) {
   constexpr int kBarWidth = 40;
 
   char line[256];
-  std::snprintf(line, sizeof line, "%20s : count     distribution\n", unit.label);
+  // Columns line up with the rows below, as in bcc's runqlat.
+  std::snprintf(line, sizeof line, "%10s%-14s: count     distribution\n", unit.label, "");
   out += line;
   for (unsigned r = first; r <= last; ++r) {
     const uint64_t lo = r == 0 ? 0 : uint64_t{1} << r;
@@ -214,7 +217,7 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
   j["schema"] = kSchemaVersion;
   j["time"] = rfc3339_utc(r.end);
   j["start"] = rfc3339_utc(r.start);
-  j["interval_s"] = round_to(std::chrono::duration<double>(r.end - r.start).count(), 1e-6);
+  j["interval_s"] = round_decimals(std::chrono::duration<double>(r.end - r.start).count(), 1e6);
   if (r.final)
     j["final"] = true;
   j["host"] = h.host;
