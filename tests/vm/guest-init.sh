@@ -54,8 +54,14 @@ n=0
 while ! grep -q 1 /sys/class/net/eth0/carrier 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 mark "ETH0 carrier=$(cat /sys/class/net/eth0/carrier 2>/dev/null) irq_line=$(awk '/eth0/ {print $1}' /proc/interrupts)"
 
+export LD_LIBRARY_PATH
+if [ -n "$GUEST_CMD" ]; then
+	mark "GUEST-CMD-BEGIN"
+	sh -c "$GUEST_CMD" 2>&1
+	mark "GUEST-CMD-END rc=$?"
+fi
+
 if [ -n "$NETLATD" ]; then
-	export LD_LIBRARY_PATH
 	mark "CHECK-BEGIN"
 	timeout 120 $NETLATD --check 2>&1
 	mark "CHECK-END rc=$?"

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import socket
 import subprocess
@@ -81,7 +82,8 @@ def shared_libs(binary):
     return libs
 
 
-def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd_args):
+def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd_args,
+                    extra_bins=(), guest_cmd=""):
     root = os.path.join(work, "root")
     shutil.rmtree(root, ignore_errors=True)
     for d in ("bin", "sbin", "etc", "lib", "lib64", "proc", "sys", "dev", "tmp", "run", "usr/bin"):
@@ -100,15 +102,18 @@ def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd
 
     lib_dirs = []
     guest_netlatd = ""
+    dynamic = list(extra_bins)
     if netlatd:
         guest_netlatd = "/usr/bin/netlatd"
-        dst = os.path.join(root, "usr", "bin", "netlatd")
+        dynamic.insert(0, netlatd)
+    for binary in dynamic:
+        dst = os.path.join(root, "usr", "bin", os.path.basename(binary))
         # Debug info only slows the initramfs down; the symbol table stays
         # so a crash in the guest still names functions.
-        if subprocess.run(["strip", "--strip-debug", "-o", dst, netlatd]).returncode != 0:
-            shutil.copy(netlatd, dst)
+        if subprocess.run(["strip", "--strip-debug", "-o", dst, binary]).returncode != 0:
+            shutil.copy(binary, dst)
         os.chmod(dst, 0o755)
-        for lib in shared_libs(netlatd):
+        for lib in shared_libs(binary):
             d = os.path.join(root, lib.lstrip("/"))
             os.makedirs(os.path.dirname(d), exist_ok=True)
             shutil.copy(os.path.realpath(lib), d)
@@ -120,6 +125,7 @@ def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd
         f.write(f"LD_LIBRARY_PATH='{':'.join(lib_dirs)}'\n")
         f.write(f"UDP_EXPECT={udp_expect}\n")
         f.write("IDLE_MS=8000\n")
+        f.write("GUEST_CMD=" + shlex.quote(guest_cmd) + "\n")
 
     image = os.path.join(work, "initramfs.cpio.gz")
     files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
@@ -333,6 +339,9 @@ def main():
     ap.add_argument("--tcp-writes", type=int, default=50)
     ap.add_argument("--tcp-size", type=int, default=100)
     ap.add_argument("--netlatd-args", default="", help="extra netlatd options, e.g. --verbose")
+    ap.add_argument("--extra-bin", action="append", default=[],
+                    help="another host binary (with its libraries) to ship to /usr/bin")
+    ap.add_argument("--guest-cmd", default="", help="shell command the guest runs first (debugging)")
     ap.add_argument("--timeout", type=int, default=280, help="seconds for the whole guest run")
     args = ap.parse_args()
     if not args.no_netlatd and not args.netlatd:
@@ -350,7 +359,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     kernel = fetch_kernel(args.source_dir)
     image = build_initramfs(work, kernel, None if args.no_netlatd else args.netlatd, args.nlrx,
-                            args.source_dir, args.datagrams, args.netlatd_args)
+                            args.source_dir, args.datagrams, args.netlatd_args,
+                            args.extra_bin, args.guest_cmd)
 
     udp_port, tcp_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     accel = ["-accel", "kvm"] if os.access("/dev/kvm", os.R_OK | os.W_OK) else ["-accel", "tcg"]
