@@ -72,7 +72,7 @@ double Histogram::mean() const noexcept {
 uint64_t Histogram::percentile(double p) const noexcept {
   if (count_ == 0)
     return 0;
-  p = std::clamp(p, 0.0, 100.0);
+  p = std::isnan(p) ? 0.0 : std::clamp(p, 0.0, 100.0);
   // Nearest-rank definition: the smallest value with at least p % of the
   // samples at or below it. The epsilon keeps 99.9 % of 1000 at rank 999
   // despite 99.9 not being exact in binary.
