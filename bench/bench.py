@@ -1,0 +1,861 @@
+#!/usr/bin/python3
+"""What netlatd costs, next to what users would run instead (bpftrace, perf record).
+
+Started by bench/run.sh, which builds the tools; see docs/BENCHMARKS.md for the method.
+Python standard library only. Needs root (namespaces, BPF, sysctl).
+
+Every resource it creates (network namespace, veth pair, child processes,
+kernel.bpf_stats_enabled) is undone in a finally block and on SIGINT/SIGTERM.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
+
+# The events `perf script record netdev-times` records.
+PERF_EVENTS = [
+    "irq:irq_handler_entry", "irq:irq_handler_exit",
+    "irq:softirq_entry", "irq:softirq_exit", "irq:softirq_raise",
+    "napi:napi_poll", "net:netif_receive_skb", "net:netif_rx",
+    "net:net_dev_queue", "net:net_dev_xmit",
+    "skb:skb_copy_datagram_iovec", "skb:consume_skb", "skb:kfree_skb",
+]
+
+TARGETS = {
+    "roundtrip_p50_delta_ns": 500,
+    "rate_loss_pct": 3.0,
+    "hook_mean_ns": 60,
+    "cpu_pct_at_100k": 2.0,
+    "rss_mib": 20.0,
+    "ringbuf_drops_at_200k": 0,
+    "attach_ms": 300,
+    "detach_ms": 100,
+}
+
+
+class BenchError(Exception):
+    """The bench itself cannot go on (not a missed target)."""
+
+
+class Stopped(Exception):
+    pass
+
+
+def log(msg):
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def run(cmd, check=True, timeout=30, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    if check and r.returncode != 0:
+        raise BenchError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
+    return r
+
+
+class Proc:
+    """A child whose stdout/stderr lines are collected, time-stamped, by reader threads."""
+
+    def __init__(self, bench, name, cmd, ready=None):
+        self.name = name
+        self.cmd = cmd
+        self.lines = {"stdout": [], "stderr": []}
+        self.ready_at = None
+        self.ready_evt = threading.Event()
+        self.ready = ready  # (stream, predicate on line)
+        self.t_start = time.monotonic()
+        self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1,
+                                  start_new_session=True)
+        bench.procs.append(self)
+        self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True)
+                        for s in ("stdout", "stderr")]
+        for t in self.threads:
+            t.start()
+
+    def _read(self, stream):
+        for line in getattr(self.p, stream):
+            now = time.monotonic()
+            self.lines[stream].append((now, line.rstrip("\n")))
+            if self.ready and not self.ready_evt.is_set() and stream == self.ready[0] \
+                    and self.ready[1](line):
+                self.ready_at = now
+                self.ready_evt.set()
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.ready_evt.wait(0.02):
+                return True
+            if self.p.poll() is not None:
+                for t in self.threads:
+                    t.join(1)
+                return self.ready_evt.is_set()
+        return False
+
+    def stop(self, sig=signal.SIGTERM, timeout=10):
+        """Signal the child, wait; returns seconds from signal to exit."""
+        if self.p.poll() is not None:
+            return None
+        t0 = time.monotonic()
+        try:
+            self.p.send_signal(sig)
+        except ProcessLookupError:
+            pass
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+            raise BenchError(f"{self.name} did not exit within {timeout}s of signal {sig}")
+        dt = time.monotonic() - t0
+        for t in self.threads:
+            t.join(2)
+        return dt
+
+    def wait(self, timeout):
+        try:
+            self.p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            self.p.wait(5)
+            raise BenchError(f"{self.name} ran over its {timeout}s bound")
+        for t in self.threads:
+            t.join(2)
+        return self.p.returncode
+
+    def json_lines(self, stream="stdout"):
+        out = []
+        for _, line in self.lines[stream]:
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def text(self, stream="stderr", last=15):
+        return "\n".join(l for _, l in self.lines[stream][-last:])
+
+    def kill(self):
+        if self.p.poll() is None:
+            try:
+                os.killpg(self.p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.p.wait(5)
+
+
+def proc_cpu_ticks(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def proc_status_kib(pid, key):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return None
+
+
+def bpf_prog_ids_of(pid):
+    """Program ids held open by a process: exact, unlike name or load-time matching."""
+    ids = []
+    fd_dir = f"/proc/{pid}/fd"
+    for fd in os.listdir(fd_dir):
+        try:
+            if "bpf-prog" not in os.readlink(f"{fd_dir}/{fd}"):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    if line.startswith("prog_id:"):
+                        ids.append(int(line.split()[1]))
+        except OSError:
+            continue
+    return sorted(set(ids))
+
+
+def bpf_prog_stats(ids):
+    """{id: (name, run_cnt, run_time_ns)} from bpftool."""
+    out = {}
+    r = run(["bpftool", "--json", "prog", "show"], timeout=30)
+    for p in json.loads(r.stdout):
+        if p.get("id") in ids:
+            out[p["id"]] = (p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
+    return out
+
+
+class Bench:
+    def __init__(self, a):
+        self.a = a
+        self.procs = []
+        self.cleanups = []
+        self.results = {"schema": 1, "smoke": a.smoke, "errors": [], "notes": []}
+        self.tracer_failures = []
+        self.tmp = tempfile.mkdtemp(prefix="netlatd-bench-")
+        self.cleanups.append(lambda: shutil.rmtree(self.tmp, ignore_errors=True)
+                             if not a.keep_logs else log(f"logs kept in {self.tmp}"))
+        pid = os.getpid()
+        self.ns = a.netns or f"nlbench-{pid}"
+        self.veth = f"nlb{pid}a"[:15]
+        self.veth_peer = f"nlb{pid}b"[:15]
+        sub = pid % 250 + 1
+        self.ip_root = f"10.201.{sub}.1"
+        self.ip_ns = f"10.201.{sub}.2"
+        self.ports = self.free_udp_ports(3)
+
+    # ---- set-up and tear-down -------------------------------------------------------
+
+    @staticmethod
+    def free_udp_ports(n):
+        socks, ports = [], []
+        for _ in range(n):
+            s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+            ports.append(s.getsockname()[1])
+        for s in socks:
+            s.close()
+        return ports
+
+    def setup_netns(self):
+        run(["ip", "netns", "add", self.ns])
+        self.cleanups.append(lambda: run(["ip", "netns", "del", self.ns], check=False))
+        run(["ip", "link", "add", self.veth, "type", "veth", "peer", "name", self.veth_peer])
+        self.cleanups.append(lambda: run(["ip", "link", "del", self.veth], check=False))
+        run(["ip", "link", "set", self.veth_peer, "netns", self.ns])
+        run(["ip", "addr", "add", f"{self.ip_root}/30", "dev", self.veth])
+        run(["ip", "link", "set", self.veth, "up"])
+        nsx = ["ip", "netns", "exec", self.ns]
+        run(nsx + ["ip", "addr", "add", f"{self.ip_ns}/30", "dev", self.veth_peer])
+        run(nsx + ["ip", "link", "set", self.veth_peer, "up"])
+        run(nsx + ["ip", "link", "set", "lo", "up"])
+        with open(f"/sys/class/net/{self.veth}/ifindex") as f:
+            self.veth_ifindex = int(f.read())
+        # The pair needs a moment to leave NO-CARRIER; wait for it, bounded.
+        for _ in range(50):
+            with open(f"/sys/class/net/{self.veth}/operstate") as f:
+                if f.read().strip() == "up":
+                    break
+            time.sleep(0.05)
+
+    def cleanup(self):
+        for p in self.procs:
+            try:
+                p.kill()
+            except Exception as e:  # keep cleaning up
+                log(f"cleanup: {p.name}: {e}")
+        for fn in reversed(self.cleanups):
+            try:
+                fn()
+            except Exception as e:
+                log(f"cleanup: {e}")
+        self.cleanups.clear()
+
+    def tool(self, name):
+        return os.path.join(self.a.tools, f"netlatd-bench-{name}")
+
+    def ns_cmd(self, cmd):
+        return ["ip", "netns", "exec", self.ns] + cmd
+
+    # ---- tracers -------------------------------------------------------------------
+
+    def variants(self):
+        v = ["baseline"]
+        if self.a.netlatd:
+            v += ["netlatd", "netlatd-outliers"]
+        if shutil.which("bpftrace") and not self.a.no_bpftrace:
+            v.append("bpftrace")
+        if shutil.which("perf") and not self.a.no_perf:
+            v.append("perf")
+        return v
+
+    def start_netlatd(self, iface, ports, extra=(), name="netlatd"):
+        cmd = [self.a.netlatd, "--iface", iface, "--interval", "1", "--format", "json",
+               "--output", "-"]
+        for p in ports:
+            cmd += ["--port", str(p)]
+        cmd += list(extra)
+        pr = Proc(self, name, cmd, ready=("stderr", lambda l: "tracing" in l and "ready" in l))
+        return pr
+
+    def start_tracer(self, variant, iface, ifindex, ports):
+        """Returns (proc or None, info dict); raises BenchError if the tracer fails to start."""
+        info = {}
+        if variant == "baseline":
+            return None, info
+        if variant in ("netlatd", "netlatd-outliers"):
+            extra = ["--outliers-over", "1us"] if variant == "netlatd-outliers" else []
+            pr = self.start_netlatd(iface, ports, extra, name=variant)
+            timeout = 15
+        elif variant == "bpftrace":
+            p2 = ports[1] if len(ports) > 1 else ports[0]
+            cmd = ["bpftrace", self.a.bt, str(ifindex), str(ports[0]), str(p2)]
+            pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
+            timeout = 60
+        elif variant == "perf":
+            path = os.path.join(self.tmp, "perf.data")
+            if os.path.exists(path):
+                os.unlink(path)
+            ctl, ack = os.path.join(self.tmp, "perf.ctl"), os.path.join(self.tmp, "perf.ack")
+            for f in (ctl, ack):
+                if not os.path.exists(f):
+                    os.mkfifo(f)
+            cmd = ["perf", "record", "-a", "-q", "-o", path, "-D", "-1",
+                   "--control", f"fifo:{ctl},{ack}"]
+            for e in PERF_EVENTS:
+                cmd += ["-e", e]
+            pr = Proc(self, variant, cmd)
+            # perf starts with events disabled (-D -1) and says "ack" once it has
+            # enabled them on our request: that is its "ready".
+            if not self._perf_enable(pr, ctl, ack):
+                pr.kill()
+                raise BenchError(f"perf did not start: {pr.text()}")
+            info["perf_data"] = path
+            info["t_ready"] = time.monotonic()
+            return pr, info
+        else:
+            raise ValueError(variant)
+        if not pr.wait_ready(timeout):
+            pr.kill()
+            raise BenchError(f"{variant} not ready within {timeout}s: {pr.text()}")
+        info["t_ready"] = pr.ready_at
+        return pr, info
+
+    def _perf_enable(self, pr, ctl, ack):
+        result = {}
+
+        def talk():
+            try:
+                with open(ctl, "w") as c:
+                    c.write("enable\n")
+                    c.flush()
+                    with open(ack) as k:
+                        result["ack"] = k.readline()
+            except OSError as e:
+                result["err"] = str(e)
+
+        t = threading.Thread(target=talk, daemon=True)
+        t.start()
+        t.join(20)
+        if t.is_alive():
+            # perf died before opening the fifos: unblock our opens.
+            for f in (ctl, ack):
+                try:
+                    fd = os.open(f, os.O_RDWR | os.O_NONBLOCK)
+                    os.close(fd)
+                except OSError:
+                    pass
+            t.join(2)
+        return result.get("ack", "").startswith("ack") and pr.p.poll() is None
+
+    def stop_tracer(self, variant, pr, info):
+        if pr is None:
+            return {}
+        out = {}
+        if variant == "perf":
+            dt = time.monotonic() - info["t_ready"]
+            pr.stop(signal.SIGINT, timeout=30)
+            size = os.path.getsize(info["perf_data"]) if os.path.exists(info["perf_data"]) else 0
+            out["perf_bytes"] = size
+            out["perf_mb_per_s"] = size / 1e6 / dt if dt > 0 else None
+            os.unlink(info["perf_data"]) if os.path.exists(info["perf_data"]) else None
+        elif variant == "bpftrace":
+            pr.stop(signal.SIGINT, timeout=30)
+            for _, l in pr.lines["stdout"]:
+                if l.startswith("@matched:"):
+                    out["traced_packets"] = int(l.split()[1])
+        else:
+            pr.stop(signal.SIGTERM, timeout=10)
+            lines = pr.json_lines()
+            out["traced_packets"] = sum(int(j.get("packets", 0)) for j in lines
+                                        if j.get("type") == "interval")
+            out["drops"] = netlatd_drops(lines)
+            if pr.p.returncode != 0:
+                raise BenchError(f"{variant} exited {pr.p.returncode}: {pr.text()}")
+        return out
+
+    # ---- 1. round trips --------------------------------------------------------------
+
+    def roundtrip(self):
+        a = self.a
+        p_srv, p_cli = self.ports[0], self.ports[1]
+        paths = {
+            "loopback": dict(iface="lo", ifindex=1, srv_cmd=[self.tool("pingpong"), "server",
+                             "--bind", f"127.0.0.1:{p_srv}", "--seconds", "3600"],
+                             to=f"127.0.0.1:{p_srv}", bind=f"127.0.0.1:{p_cli}"),
+            "veth": dict(iface=self.veth, ifindex=self.veth_ifindex,
+                         srv_cmd=self.ns_cmd([self.tool("pingpong"), "server", "--bind",
+                                              f"{self.ip_ns}:{p_srv}", "--seconds", "3600"]),
+                         to=f"{self.ip_ns}:{p_srv}", bind=f"{self.ip_root}:{p_cli}"),
+        }
+        variants = self.variants()
+        runs = []
+        failed = set()
+        for name, pth in paths.items():
+            srv = Proc(self, f"pingpong-server-{name}", pth["srv_cmd"],
+                       ready=("stdout", lambda l: '"ready"' in l))
+            if not srv.wait_ready(10):
+                raise BenchError(f"pingpong server ({name}) did not start: {srv.text()}")
+            pth["server"] = srv
+        for rnd in range(a.rounds):
+            for name, pth in paths.items():
+                for v in variants:
+                    if (name, v) in failed:
+                        continue
+                    rec = {"round": rnd, "path": name, "variant": v}
+                    try:
+                        tr, info = self.start_tracer(v, pth["iface"], pth["ifindex"],
+                                                     [p_srv, p_cli])
+                    except BenchError as e:
+                        self.tracer_error(v, f"roundtrip {name}: {e}")
+                        failed.add((name, v))
+                        continue
+                    try:
+                        cli = Proc(self, "pingpong-client",
+                                   [self.tool("pingpong"), "client", "--to", pth["to"], "--bind",
+                                    pth["bind"], "--count", str(a.count), "--warmup",
+                                    str(a.warmup)])
+                        rc = cli.wait(max(60, a.count * 0.01))
+                        res = cli.json_lines()
+                        if rc != 0 or not res:
+                            raise BenchError(f"pingpong client ({name}, {v}) failed: "
+                                             f"{cli.text()}")
+                        rec.update(res[-1])
+                    finally:
+                        try:
+                            rec.update(self.stop_tracer(v, tr, info))
+                        except BenchError as e:
+                            self.tracer_error(v, f"roundtrip {name}: {e}")
+                    runs.append(rec)
+                    log(f"roundtrip round {rnd + 1}/{a.rounds} {name:8s} {v:17s} "
+                        f"p50 {rec['p50_ns'] / 1000:7.2f} us  p99 {rec['p99_ns'] / 1000:7.2f} us")
+        for pth in paths.values():
+            pth["server"].kill()
+
+        summary = {}
+        for name in paths:
+            base = [r for r in runs if r["path"] == name and r["variant"] == "baseline"]
+            b50, b99 = median([r["p50_ns"] for r in base]), median([r["p99_ns"] for r in base])
+            for v in variants:
+                rs = [r for r in runs if r["path"] == name and r["variant"] == v]
+                if not rs:
+                    continue
+                m50, m99 = median([r["p50_ns"] for r in rs]), median([r["p99_ns"] for r in rs])
+                s = {"runs": len(rs), "p50_ns": m50, "p99_ns": m99,
+                     "mean_ns": median([r["mean_ns"] for r in rs]),
+                     "p50_delta_ns": m50 - b50, "p50_ratio": m50 / b50,
+                     "p99_delta_ns": m99 - b99, "p99_ratio": m99 / b99,
+                     "lost": sum(r["lost"] for r in rs)}
+                if v == "perf":
+                    s["perf_mb_per_s"] = median([r.get("perf_mb_per_s") for r in rs])
+                if any("traced_packets" in r for r in rs):
+                    s["traced_packets_per_run"] = median([r.get("traced_packets") for r in rs])
+                summary.setdefault(name, {})[v] = s
+        self.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
+                                     "summary": summary, "runs": runs}
+
+    # ---- floods -------------------------------------------------------------------------
+
+    def flood(self, rate, seconds, on_start=None):
+        """One bounded flood from the namespace into the root namespace; returns the result."""
+        port = self.ports[2]
+        rcv = Proc(self, "flood-recv", [self.tool("flood"), "recv", "--bind",
+                                        f"{self.ip_root}:{port}", "--seconds",
+                                        str(seconds + 10), "--idle-ms", "300"],
+                   ready=("stdout", lambda l: '"ready"' in l))
+        if not rcv.wait_ready(10):
+            raise BenchError(f"flood receiver did not start: {rcv.text()}")
+        ctx = on_start() if on_start else None
+        t0 = time.monotonic()
+        snd = Proc(self, "flood-send", self.ns_cmd(
+            [self.tool("flood"), "send", "--to", f"{self.ip_root}:{port}", "--seconds",
+             str(seconds), "--rate", str(rate), "--max-packets", str(int(self.a.max_packets))]))
+        if snd.wait(seconds + 20) != 0:
+            raise BenchError(f"flood sender failed: {snd.text()}")
+        if rcv.wait(seconds + 20) != 0:
+            raise BenchError(f"flood receiver failed: {rcv.text()}")
+        wall = time.monotonic() - t0
+        s, r = snd.json_lines()[-1], rcv.json_lines()[-1]
+        return {"rate_target": rate, "sent": s["sent"], "send_pps": s["pps"],
+                "received": r["received"], "recv_pps": r["pps"], "wall_s": wall,
+                "ctx": ctx}
+
+    def packet_rate(self):
+        a = self.a
+        if not a.netlatd:
+            self.results["notes"].append("packet rate: netlatd not available, skipped")
+            return
+        runs = []
+        for rnd in range(a.rounds):
+            for v in ("baseline", "netlatd"):
+                tr = None
+                if v == "netlatd":
+                    tr = self.start_netlatd(self.veth, [self.ports[2]])
+                    if not tr.wait_ready(15):
+                        tr.kill()
+                        self.tracer_error(v, f"packet rate: not ready: {tr.text()}")
+                        return
+                f = self.flood(0, a.flood_seconds)
+                f.pop("ctx")
+                f.update({"round": rnd, "variant": v})
+                if tr:
+                    f.update(self.stop_tracer("netlatd", tr, {}))
+                runs.append(f)
+                log(f"packet rate round {rnd + 1}/{a.rounds} {v:9s} "
+                    f"{f['recv_pps'] / 1e3:8.1f} kpps received ({f['send_pps'] / 1e3:.1f} sent)")
+        base = median([r["recv_pps"] for r in runs if r["variant"] == "baseline"])
+        with_ = median([r["recv_pps"] for r in runs if r["variant"] == "netlatd"])
+        self.results["packet_rate"] = {
+            "seconds": a.flood_seconds, "baseline_pps": base, "netlatd_pps": with_,
+            "loss_pct": (base - with_) / base * 100 if base else None, "runs": runs}
+
+    # ---- 3. per-hook cost -----------------------------------------------------------------
+
+    def hook_costs(self):
+        """Run time per BPF program during a max-rate flood, for netlatd and bpftrace."""
+        a = self.a
+        out = {}
+        with open(STATS_SYSCTL) as f:
+            orig = f.read().strip()
+
+        def restore():
+            with open(STATS_SYSCTL, "w") as fw:
+                fw.write(orig)
+        self.cleanups.append(restore)
+        tracers = []
+        if a.netlatd:
+            tracers.append("netlatd")
+        if "bpftrace" in self.variants():
+            tracers.append("bpftrace")
+        for v in tracers:
+            try:
+                tr, info = self.start_tracer(v, self.veth, self.veth_ifindex, [self.ports[2]])
+            except BenchError as e:
+                self.tracer_error(v, f"hook cost: {e}")
+                continue
+            try:
+                ids = bpf_prog_ids_of(tr.p.pid)
+                if not ids:
+                    raise BenchError(f"{v} holds no BPF program fds")
+                with open(STATS_SYSCTL, "w") as fw:
+                    fw.write("1")
+                before = bpf_prog_stats(ids)
+
+                f = self.flood(0, a.flood_seconds)
+                after = bpf_prog_stats(ids)
+                restore()
+            finally:
+                restore()
+                extra = self.stop_tracer(v, tr, info)
+            progs = []
+            for pid_, (name, cnt, ns) in sorted(after.items(), key=lambda kv: kv[1][0]):
+                _, cnt0, ns0 = before.get(pid_, (name, 0, 0))
+                d_cnt, d_ns = cnt - cnt0, ns - ns0
+                progs.append({"id": pid_, "name": name, "run_cnt": d_cnt, "run_time_ns": d_ns,
+                              "ns_per_run": d_ns / d_cnt if d_cnt else None,
+                              "runs_per_s": d_cnt / f["wall_s"],
+                              "runs_per_packet": d_cnt / f["received"] if f["received"] else None})
+            total_ns = sum(p["run_time_ns"] for p in progs)
+            # A hook is "hot" if it runs at least once per ten received packets.
+            hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
+                   and p["ns_per_run"] is not None]
+            out[v] = {"received": f["received"], "recv_pps": f["recv_pps"], "progs": progs,
+                      "bpf_ns_per_packet": total_ns / f["received"] if f["received"] else None,
+                      "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
+                      "traced_packets": extra.get("traced_packets")}
+            log(f"hook cost {v}: {len(progs)} programs, "
+                f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
+        self.results["hooks"] = out
+
+    # ---- 4. daemon cost ---------------------------------------------------------------------
+
+    def daemon_cost(self):
+        a = self.a
+        if not a.netlatd:
+            self.results["notes"].append("daemon cost: netlatd not available, skipped")
+            return
+        rows = []
+        for rate in a.rates:
+            tr = self.start_netlatd(self.veth, [self.ports[2]])
+            if not tr.wait_ready(15):
+                tr.kill()
+                self.tracer_error("netlatd", f"daemon cost: not ready: {tr.text()}")
+                return
+            pid = tr.p.pid
+
+            def mark():
+                return (time.monotonic(), proc_cpu_ticks(pid))
+            try:
+                f = self.flood(rate, a.flood_seconds, on_start=mark)
+                t0, c0 = f.pop("ctx")
+                t1, c1 = time.monotonic(), proc_cpu_ticks(pid)
+                hwm = proc_status_kib(pid, "VmHWM")
+            finally:
+                extra = self.stop_tracer("netlatd", tr, {})
+            row = {"rate_target": rate, "recv_pps": f["recv_pps"], "received": f["received"],
+                   "cpu_pct": (c1 - c0) / CLK_TCK / (t1 - t0) * 100,
+                   "cpu_resolution_pct": 1 / CLK_TCK / (t1 - t0) * 100,
+                   "vmhwm_kib": hwm, "traced_packets": extra.get("traced_packets"),
+                   "drops": extra.get("drops", {})}
+            rows.append(row)
+            log(f"daemon cost at {rate or 'max'} pps: {row['cpu_pct']:.2f} % CPU, "
+                f"VmHWM {hwm} KiB, drops {row['drops']}")
+        self.results["daemon"] = rows
+
+    # ---- 5. start-up / shut-down -------------------------------------------------------------
+
+    def startstop(self):
+        a = self.a
+        if not a.netlatd:
+            self.results["notes"].append("start/stop: netlatd not available, skipped")
+            return
+        rows = []
+        for _ in range(a.startstop_reps):
+            tr = self.start_netlatd("lo", [self.ports[0]])
+            ok = tr.wait_ready(15)
+            if not ok:
+                tr.kill()
+                self.tracer_error("netlatd", f"start/stop: not ready: {tr.text()}")
+                return
+            attach = tr.ready_at - tr.t_start
+            time.sleep(0.2)
+            detach = tr.stop(signal.SIGTERM, timeout=10)
+            rows.append({"attach_s": attach, "detach_s": detach, "exit": tr.p.returncode})
+            if tr.p.returncode != 0:
+                self.tracer_error("netlatd", f"start/stop: exit {tr.p.returncode}: {tr.text()}")
+        self.results["startstop"] = {
+            "reps": rows, "attach_ms": median([r["attach_s"] for r in rows]) * 1000,
+            "detach_ms": median([r["detach_s"] for r in rows]) * 1000}
+
+    def tracer_error(self, v, msg):
+        log(f"error: {v}: {msg}")
+        self.results["errors"].append({"variant": v, "message": msg})
+        if v.startswith("netlatd"):
+            self.tracer_failures.append(msg)
+
+
+def netlatd_drops(lines):
+    """Drops summed over interval lines. netlatd reports each interval's own counts."""
+    total = {}
+    for j in lines:
+        if j.get("type") != "interval":
+            continue
+        for k, n in (j.get("drops") or {}).items():
+            total[k] = total.get(k, 0) + int(n)
+    return total
+
+
+# ---- report ---------------------------------------------------------------------------
+
+def evaluate(res):
+    """(target name, measured text, limit text, met: True/False/None)."""
+    rows = []
+
+    def add(what, value, fmt, limit, ok):
+        rows.append((what, fmt.format(value) if value is not None else "n/a", limit,
+                     None if value is None else ok))
+
+    rt = res.get("roundtrip", {}).get("summary", {}).get("loopback", {}).get("netlatd")
+    d = rt["p50_delta_ns"] if rt else None
+    add("loopback RTT p50 added (netlatd)", d, "{:+.0f} ns", "<= +500 ns",
+        d is not None and d <= TARGETS["roundtrip_p50_delta_ns"])
+    pr = res.get("packet_rate")
+    loss = pr["loss_pct"] if pr else None
+    add("max UDP receive rate lost", loss, "{:.1f} %", "<= 3 %",
+        loss is not None and loss <= TARGETS["rate_loss_pct"])
+    hk = res.get("hooks", {}).get("netlatd")
+    m = hk["max_hot_ns_per_run"] if hk else None
+    add("mean ns per hot hook (worst)", m, "{:.0f} ns", "<= 60 ns",
+        m is not None and m <= TARGETS["hook_mean_ns"])
+    daemon = res.get("daemon") or []
+    at100 = [r for r in daemon if r["rate_target"] == 100000]
+    cpu = at100[0]["cpu_pct"] if at100 else None
+    add("daemon CPU at 100k pps", cpu, "{:.2f} % of a core", "<= 2 %",
+        cpu is not None and cpu <= TARGETS["cpu_pct_at_100k"])
+    rss = max((r["vmhwm_kib"] for r in daemon if r["vmhwm_kib"]), default=None)
+    rss = rss / 1024 if rss else None
+    add("daemon peak RSS (VmHWM)", rss, "{:.1f} MiB", "<= 20 MiB",
+        rss is not None and rss <= TARGETS["rss_mib"])
+    at200 = [r for r in daemon if r["rate_target"] == 200000]
+    dr = at200[0]["drops"].get("ringbuf_full", 0) if at200 else None
+    add("ring-buffer drops at 200k pps", dr, "{}", "0", dr == 0)
+    ss = res.get("startstop")
+    add("attach (exec to ready)", ss["attach_ms"] if ss else None, "{:.0f} ms", "<= 300 ms",
+        ss is not None and ss["attach_ms"] <= TARGETS["attach_ms"])
+    add("detach (SIGTERM to exit)", ss["detach_ms"] if ss else None, "{:.0f} ms", "<= 100 ms",
+        ss is not None and ss["detach_ms"] <= TARGETS["detach_ms"])
+    return rows
+
+
+def us(ns):
+    return f"{ns / 1000:.2f}" if ns is not None else "n/a"
+
+
+def render(res, md=False):
+    out = []
+
+    def table(head, rows):
+        if md:
+            out.append("| " + " | ".join(head) + " |")
+            out.append("|" + "|".join("---" for _ in head) + "|")
+            for r in rows:
+                out.append("| " + " | ".join(str(c) for c in r) + " |")
+        else:
+            w = [max(len(str(c)) for c in col) for col in zip(head, *rows)] if rows else []
+            out.append("  ".join(str(h).ljust(w[i]) for i, h in enumerate(head)))
+            for r in rows:
+                out.append("  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
+        out.append("")
+
+    def title(t):
+        out.append(f"### {t}" if md else f"== {t}")
+        out.append("")
+
+    rt = res.get("roundtrip")
+    if rt:
+        title(f"UDP round trip ({rt['count']} per run, {rt['rounds']} interleaved rounds, "
+              "medians)")
+        rows = []
+        for path, vs in rt["summary"].items():
+            for v, s in vs.items():
+                extra = f"{s['perf_mb_per_s']:.2f} MB/s written" if s.get("perf_mb_per_s") else ""
+                rows.append((path, v, us(s["p50_ns"]), f"{s['p50_delta_ns'] / 1000:+.2f}",
+                             f"{s['p50_ratio']:.3f}", us(s["p99_ns"]),
+                             f"{s['p99_delta_ns'] / 1000:+.2f}", extra))
+        table(["path", "tracer", "p50 us", "p50 +us", "p50 x", "p99 us", "p99 +us", "note"],
+              rows)
+    prr = res.get("packet_rate")
+    if prr:
+        title(f"Max UDP receive rate over veth ({prr['seconds']} s floods, medians)")
+        table(["without netlatd", "with netlatd", "loss"],
+              [(f"{prr['baseline_pps'] / 1e3:.1f} kpps", f"{prr['netlatd_pps'] / 1e3:.1f} kpps",
+                f"{prr['loss_pct']:.1f} %")])
+    for v, h in (res.get("hooks") or {}).items():
+        title(f"BPF programs of {v} during a max-rate flood "
+              f"({h['recv_pps'] / 1e3:.0f} kpps received; "
+              f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per packet)")
+        table(["program", "runs", "ns/run", "runs/s", "runs/packet"],
+              [(p["name"], p["run_cnt"],
+                f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
+                f"{p['runs_per_s']:.0f}",
+                f"{p['runs_per_packet']:.2f}" if p["runs_per_packet"] is not None else "-")
+               for p in h["progs"]])
+    if res.get("daemon"):
+        title("netlatd daemon at fixed rates")
+        table(["target pps", "received pps", "CPU %", "VmHWM MiB", "traced/received", "drops"],
+              [(r["rate_target"] or "max", f"{r['recv_pps']:.0f}",
+                f"{r['cpu_pct']:.2f} (±{r['cpu_resolution_pct']:.2f})",
+                f"{r['vmhwm_kib'] / 1024:.1f}" if r["vmhwm_kib"] else "n/a",
+                f"{(r['traced_packets'] or 0) / r['received']:.3f}" if r["received"] else "n/a",
+                json.dumps(r["drops"], separators=(",", ":")))
+               for r in res["daemon"]])
+    ss = res.get("startstop")
+    if ss:
+        title(f"Start-up and shut-down ({len(ss['reps'])} runs, medians)")
+        table(["exec to ready", "SIGTERM to exit"],
+              [(f"{ss['attach_ms']:.0f} ms", f"{ss['detach_ms']:.0f} ms")])
+    title("Targets")
+    table(["target", "measured", "limit", "status"],
+          [(w, v, l, {True: "met", False: "MISSED", None: "not measured"}[ok])
+           for w, v, l, ok in res.get("targets", [])])
+    for e in res.get("errors", []):
+        out.append(f"error: {e['variant']}: {e['message']}")
+    for n in res.get("notes", []):
+        out.append(f"note: {n}")
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--tools", required=True, help="directory of netlatd-bench-* tools")
+    ap.add_argument("--netlatd", help="netlatd binary (netlatd variants skipped without it)")
+    ap.add_argument("--bt", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                 "netdev-stages.bt"))
+    ap.add_argument("--out", default="bench-results.json")
+    ap.add_argument("--markdown", help="also write the tables as Markdown here")
+    ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the bench works")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--count", type=int, help="round trips per run")
+    ap.add_argument("--warmup", type=int)
+    ap.add_argument("--flood-seconds", type=float)
+    ap.add_argument("--max-packets", type=float, default=50e6)
+    ap.add_argument("--startstop-reps", type=int)
+    ap.add_argument("--netns", help="namespace name (default nlbench-PID)")
+    ap.add_argument("--no-bpftrace", action="store_true")
+    ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
+    a = ap.parse_args()
+    dflt = dict(rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
+                startstop_reps=(2, 7))
+    for k, (smoke, full) in dflt.items():
+        if getattr(a, k) is None:
+            setattr(a, k, smoke if a.smoke else full)
+    a.rates = [10000, 100000, 200000, 0]
+    parts = (a.only or "roundtrip,rate,hooks,daemon,startstop").split(",")
+    if os.geteuid() != 0:
+        log("needs root (network namespaces, BPF, sysctl)")
+        return 77
+    if a.netlatd and not os.access(a.netlatd, os.X_OK):
+        raise SystemExit(f"bench: error: {a.netlatd} is not executable")
+
+    b = Bench(a)
+
+    def on_signal(signum, _frame):
+        raise Stopped(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    t0 = time.monotonic()
+    rc = 0
+    try:
+        b.results["host"] = {"kernel": os.uname().release, "cpus": os.cpu_count(),
+                             "loadavg_start": os.getloadavg()[0],
+                             "netlatd": a.netlatd, "variants": b.variants()}
+        b.setup_netns()
+        steps = {"roundtrip": b.roundtrip, "rate": b.packet_rate, "hooks": b.hook_costs,
+                 "daemon": b.daemon_cost, "startstop": b.startstop}
+        for p in parts:
+            steps[p]()
+    except (BenchError, Stopped, subprocess.TimeoutExpired, OSError) as e:
+        log(f"error: {e}")
+        b.results["errors"].append({"variant": "bench", "message": str(e)})
+        rc = 1
+    finally:
+        b.cleanup()
+    b.results["host"]["loadavg_end"] = os.getloadavg()[0]
+    b.results["elapsed_s"] = time.monotonic() - t0
+    b.results["targets"] = evaluate(b.results)
+    with open(a.out, "w") as f:
+        json.dump(b.results, f, indent=1)
+    print(render(b.results))
+    if a.markdown:
+        with open(a.markdown, "w") as f:
+            f.write(render(b.results, md=True) + "\n")
+    log(f"results in {a.out} ({b.results['elapsed_s']:.0f} s)")
+    if rc == 0 and b.tracer_failures:
+        log("error: netlatd could not be measured (see errors above)")
+        rc = 3
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# What netlatd costs, next to bpftrace and perf: see docs/BENCHMARKS.md.
+#
+#   bench/run.sh [--smoke] [--out results.json] [--build-dir DIR] [--netlatd PATH]
+#                [--markdown FILE] [bench.py options...]
+#
+# Builds the bench tools (and netlatd, unless --netlatd is given) in DIR
+# (default: $NETLATD_BUILD_DIR, else <repo>/build), then runs bench/bench.py as root.
+# Exit: 0 = ran (targets may be missed; see the table), 1 = the bench broke,
+# 3 = netlatd could not be measured, 77 = cannot run here (not root), 64 = usage.
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${NETLATD_BUILD_DIR:-$repo/build}
+netlatd=""
+pass=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build-dir) build_dir=$2; shift 2 ;;
+    --netlatd) netlatd=$2; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; /usr/bin/python3 "$repo/bench/bench.py" --help; exit 0 ;;
+    *) pass+=("$1"); shift ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench: needs root (network namespaces, BPF, sysctl)" >&2
+  exit 77
+fi
+
+log() { echo "bench: $*" >&2; }
+
+# Backstop for bench.py's own clean-up, should it be killed hard: the namespace
+# (and with it the veth pair) and the BPF statistics sysctl.
+netns="nlbench-$$"
+stats_orig=$(cat /proc/sys/kernel/bpf_stats_enabled)
+tools_tmp=""
+cleanup() {
+  ip netns del "$netns" 2>/dev/null || true
+  echo "$stats_orig" > /proc/sys/kernel/bpf_stats_enabled 2>/dev/null || true
+  [ -n "$tools_tmp" ] && rm -rf "$tools_tmp"
+  return 0
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Tools: from the CMake build when the project configures; otherwise compiled
+# directly, so the bench still runs (without netlatd) while the tree is broken.
+tools_dir=""
+mkdir -p "$build_dir"
+if { [ -f "$build_dir/CMakeCache.txt" ] || cmake -S "$repo" -B "$build_dir" >"$build_dir/bench-configure.log" 2>&1; } &&
+   cmake --build "$build_dir" -j"$(nproc)" --target netlatd-bench-pingpong netlatd-bench-flood >/dev/null; then
+  tools_dir=$build_dir/bench
+else
+  log "warning: CMake build of the bench tools failed; compiling them directly"
+  tools_tmp=$(mktemp -d /tmp/netlatd-bench-tools.XXXXXX)
+  for t in pingpong flood; do
+    c++ -std=c++20 -O2 -Wall -Wextra -o "$tools_tmp/netlatd-bench-$t" "$repo/bench/$t.cpp"
+  done
+  tools_dir=$tools_tmp
+fi
+
+if [ -z "$netlatd" ]; then
+  if [ -f "$build_dir/CMakeCache.txt" ] &&
+     cmake --build "$build_dir" -j"$(nproc)" --target netlatd >"$build_dir/bench-netlatd-build.log" 2>&1; then
+    netlatd=$build_dir/netlatd
+  else
+    log "warning: netlatd did not build (see $build_dir/bench-netlatd-build.log); measuring the others only"
+  fi
+fi
+
+args=(--tools "$tools_dir" --netns "$netns")
+[ -n "$netlatd" ] && args+=(--netlatd "$netlatd")
+# bench.py is the foreground child: SIGINT/SIGTERM reach it too and it cleans up first.
+set +e
+/usr/bin/python3 "$repo/bench/bench.py" "${args[@]}" "${pass[@]}"
+rc=$?
+set -e
+exit $rc
