@@ -1,0 +1,170 @@
+// The Debian package built by cmake/Packaging.cmake: `cpack -G DEB` in the
+// build tree, then the .deb is unpacked into a scratch root and inspected.
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "netlatd/version.hpp"
+
+namespace fs = std::filesystem;
+using Catch::Matchers::ContainsSubstring;
+
+namespace {
+
+struct Result {
+  int status = -1;
+  std::string output;
+};
+
+Result run(const std::string &command) {
+  Result r;
+  FILE *p = ::popen((command + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
+    r.output.append(buf, n);
+  const int st = ::pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string quote(const fs::path &p) { return "'" + p.string() + "'"; }
+
+bool on_path(const std::string &tool) {
+  return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+std::string read_file(const fs::path &p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' '))
+    s.pop_back();
+  return s;
+}
+
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/netlatd-pkg-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path &path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+}  // namespace
+
+TEST_CASE("cpack builds a Debian package with the service layout", "[service][packaging]") {
+#ifndef NETLATD_BUILD_DIR
+  SKIP("NETLATD_BUILD_DIR is not defined for this test (tests/CMakeLists.txt)");
+#else
+  const fs::path build = NETLATD_BUILD_DIR;
+  const fs::path source = NETLATD_SOURCE_DIR;
+  for (const char *tool : {"cpack", "dpkg-deb", "dpkg-shlibdeps"})
+    if (!on_path(tool))
+      SKIP(std::string(tool) + " not installed (apt-get install cmake dpkg-dev)");
+  if (!fs::exists(build / "CPackConfig.cmake"))
+    SKIP("no CPackConfig.cmake in " + build.string() + ": CMakeLists.txt does not include cmake/Packaging.cmake");
+
+  TempDir scratch;
+  const fs::path out = scratch.path() / "out";
+  const fs::path root = scratch.path() / "root";
+
+  // -B keeps the package and CPack's staging tree out of the build tree.
+  const Result pack = run("cd " + quote(build) + " && cpack -G DEB -B " + quote(out));
+  INFO(pack.output);
+  REQUIRE(pack.status == 0);
+
+  std::vector<fs::path> debs;
+  for (const auto &e : fs::directory_iterator(out))
+    if (e.path().extension() == ".deb")
+      debs.push_back(e.path());
+  REQUIRE(debs.size() == 1);
+  const fs::path deb = debs.front();
+  CHECK_THAT(deb.filename().string(), Catch::Matchers::StartsWith(std::string("netlatd_") + netlatd::kVersion + "_"));
+
+  const Result extract = run("dpkg-deb -x " + quote(deb) + " " + quote(root));
+  INFO(extract.output);
+  REQUIRE(extract.status == 0);
+
+  SECTION("files are where Debian and systemd look for them") {
+    const fs::path daemon = root / "usr/sbin/netlatd";
+    REQUIRE(fs::is_regular_file(daemon));
+    CHECK(::access(daemon.c_str(), X_OK) == 0);
+    for (const char *unit : {"netlatd.service", "netlatd@.service"}) {
+      INFO(unit);
+      const fs::path installed = root / "lib/systemd/system" / unit;
+      REQUIRE(fs::is_regular_file(installed));
+      CHECK(read_file(installed) == read_file(source / "systemd" / unit));
+    }
+    CHECK(read_file(root / "etc/netlatd/netlatd.toml") == read_file(source / "configs/netlatd.toml"));
+    CHECK(read_file(root / "etc/logrotate.d/netlatd") == read_file(source / "configs/logrotate.netlatd"));
+    const fs::path man = root / "usr/share/man/man8/netlatd.8.gz";
+    REQUIRE(fs::is_regular_file(man));
+    const Result zcat = run("gzip -dc " + quote(man));
+    CHECK(zcat.status == 0);
+    CHECK(zcat.output == read_file(source / "docs/netlatd.8"));
+    // A relative GNUInstallDirs path under the wrong prefix would land here.
+    CHECK_FALSE(fs::exists(root / "usr/local"));
+    CHECK_FALSE(fs::exists(root / "usr/etc"));
+  }
+
+  SECTION("the packaged daemon runs and knows its version") {
+    const Result version = run(quote(root / "usr/sbin/netlatd") + " --version");
+    INFO(version.output);
+    CHECK(version.status == 0);
+    CHECK_THAT(version.output, ContainsSubstring(netlatd::kVersion));
+  }
+
+  SECTION("control fields and conffiles") {
+    auto field = [&](const std::string &name) {
+      const Result r = run("dpkg-deb -f " + quote(deb) + " " + name);
+      REQUIRE(r.status == 0);
+      return trim(r.output);
+    };
+    CHECK(field("Package") == "netlatd");
+    CHECK(field("Version") == netlatd::kVersion);
+    CHECK(field("Architecture") == trim(run("dpkg --print-architecture").output));
+    CHECK(field("Section") == "net");
+    CHECK_FALSE(field("Maintainer").empty());
+    CHECK_FALSE(field("Description").empty());
+    // Computed by dpkg-shlibdeps from the binary, not written by hand.
+    const std::string depends = field("Depends");
+    CHECK_THAT(depends, ContainsSubstring("libc6"));
+    CHECK_THAT(depends, ContainsSubstring("libbpf"));
+    CHECK_THAT(depends, ContainsSubstring("libsystemd0"));
+
+    const Result conffiles = run("dpkg-deb -I " + quote(deb) + " conffiles");
+    REQUIRE(conffiles.status == 0);
+    CHECK_THAT(conffiles.output, ContainsSubstring("/etc/netlatd/netlatd.toml\n"));
+    CHECK_THAT(conffiles.output, ContainsSubstring("/etc/logrotate.d/netlatd\n"));
+    const Result info = run("dpkg-deb -I " + quote(deb));
+    CHECK_THAT(info.output, ContainsSubstring("postinst"));
+    CHECK_THAT(info.output, ContainsSubstring("prerm"));
+  }
+#endif
+}
