@@ -1,0 +1,687 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * netlatd kernel side: timestamps each stage of each matching packet's
+ * receive path and hands one record per packet to user space when the
+ * receive call returns it.
+ *
+ * Join keys along the path:
+ *   NIC IRQ, softirq raise/entry  per-CPU state, copied into the packet at netif_receive_skb
+ *   netif_receive_skb -> enqueue  the skb address (map `inflight`)
+ *   enqueue -> receive return     a FIFO per socket (map `sockets`): UDP pops one datagram
+ *                                 per receive call, TCP pops every segment below copied_seq
+ *   wakeup / on-CPU               per reading task (map `readers`)
+ *
+ * Every hook has two or three variants (tp_btf, raw_tp, fentry/fexit) that
+ * share one __always_inline handler; user space keeps the one the running
+ * kernel supports and switches the others' autoload off (src/hooks.cpp).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_endian.h>
+
+#include "netlatd/abi.h"
+#include "netlatd.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+/* Set before load. */
+const volatile __u16 targ_ports[NETLATD_MAX_PORTS] = {};
+const volatile __u32 targ_nports = 0;
+/* Force a reader wake-up once this much data waits in the ring; below it,
+ * records are submitted without a wake-up and the daemon drains on a timer. */
+const volatile __u64 targ_wakeup_bytes = 1 << 20;
+
+/* Updated by the daemon while running (the interface may go and come back). */
+volatile __u32 cfg_ifindex = 0;
+volatile __u32 cfg_netns = 0; /* network namespace inode; 0 = any */
+volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
+/* Set once any reading task is known: until then the scheduler hooks leave at once. */
+volatile __u32 readers_seen = 0;
+
+struct sock_fifo_slot {
+	struct netlatd_packet pkt;
+	__u64 skb;      /* UDP: to check the head of the queue at receive time */
+	__u32 end_seq;  /* TCP: the segment is read once copied_seq passes it */
+	__u32 seq;      /* index + 1 once the slot is published */
+};
+
+struct sock_fifo {
+	__u32 head;     /* next slot to pop */
+	__u32 tail;     /* next slot to fill */
+	__u64 last_ns;  /* last activity, for the daemon's sweep of closed sockets */
+	__u8 l4proto;
+	__u8 _pad[7];
+	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
+};
+
+struct reader {
+	__u64 valid_since; /* on-CPU/wakeup stamps are known for packets queued after this */
+	__u64 last_wakeup;
+	__u64 last_oncpu;
+	__u64 last_copy;
+};
+
+struct cpu_state {
+	__u64 irq_ts;        /* last NIC IRQ on this CPU */
+	__u64 raise_ts;      /* last NET_RX raise on this CPU */
+	__u64 softirq_ts;    /* entry of the current (or last) NET_RX run */
+	__u64 run_irq_ts;    /* the IRQ that started the current run, 0 if none */
+	__u64 run_raise_ts;  /* the raise that started the current run, 0 if none */
+	__u64 wake_hint_ts;  /* a tracked packet was just queued: the next waking is its reader */
+	__u8 in_net_rx;
+	__u8 in_ksoftirqd;
+	__u8 _pad[6];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* resized by the daemon before load */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8192);
+	__type(key, __u64); /* skb address */
+	__type(value, struct netlatd_packet);
+} inflight SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 512);
+	__type(key, __u64); /* sock address */
+	__type(value, struct sock_fifo);
+} sockets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* tid */
+	__type(value, struct reader);
+} readers SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
+/* A zeroed sock_fifo to insert from: too large for the BPF stack. Never written. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct sock_fifo);
+} zero_fifo SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NETLATD_DROP_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NETLATD_CNT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpu_states, &zero);
+}
+
+static __always_inline bool port_watched(__u16 port)
+{
+	for (__u32 i = 0; i < NETLATD_MAX_PORTS; i++) {
+		if (i >= targ_nports)
+			break;
+		if (targ_ports[i] == port)
+			return true;
+	}
+	return false;
+}
+
+/* ---- NIC hard IRQ and NET_RX softirq (per-CPU) ---------------------------- */
+
+static __always_inline int on_irq_handler_entry(int irq_signed)
+{
+	__u32 irq = (__u32)irq_signed;
+	if (irq >= NETLATD_IRQ_BITMAP_WORDS * 64)
+		return 0;
+	/* clang drops a mask it can prove redundant for a 32-bit value, but the
+	 * ctx slot is 64 bits wide: hide the value from it so the verifier
+	 * sees the index bounded. */
+	__u64 word = irq >> 6;
+	barrier_var(word);
+	word &= NETLATD_IRQ_BITMAP_WORDS - 1;
+	if (!(cfg_irq_bitmap[word] & (1ULL << (irq & 63))))
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->irq_ts = bpf_ktime_get_ns();
+	COUNT(counters, NETLATD_CNT_IRQ);
+	return 0;
+}
+
+static __always_inline int on_softirq_raise(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->raise_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int on_softirq_entry(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	/* An IRQ or raise since the previous NET_RX run on this CPU started this one. */
+	cs->run_irq_ts = cs->irq_ts > cs->softirq_ts ? cs->irq_ts : 0;
+	cs->run_raise_ts = cs->raise_ts > cs->softirq_ts ? cs->raise_ts : 0;
+	cs->softirq_ts = bpf_ktime_get_ns();
+	cs->in_net_rx = 1;
+	char comm[NETLATD_COMM_LEN];
+	bpf_get_current_comm(comm, sizeof(comm));
+	cs->in_ksoftirqd = comm[0] == 'k' && comm[1] == 's' && comm[2] == 'o' && comm[3] == 'f' &&
+			   comm[4] == 't' && comm[5] == 'i' && comm[6] == 'r' && comm[7] == 'q';
+	return 0;
+}
+
+static __always_inline int on_softirq_exit(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->in_net_rx = 0;
+	return 0;
+}
+
+/* ---- netif_receive_skb: the filter ------------------------------------------ */
+
+struct l4_ports_seq {
+	__be16 sport;
+	__be16 dport;
+	__be32 seq;      /* TCP only */
+	__be32 ack_seq;  /* TCP only */
+	__u8 doff_res;   /* TCP only: data offset in the upper nibble */
+	__u8 flags;
+};
+
+static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
+{
+	if ((__u32)BPF_CORE_READ(skb, dev, ifindex) != cfg_ifindex)
+		return 0;
+	if (cfg_netns && BPF_CORE_READ(skb, dev, nd_net.net, ns.inum) != cfg_netns)
+		return 0;
+
+	/* Drivers call eth_type_trans() before this point, so skb->data is
+	 * the network header; skb->network_header is not reset yet. */
+	unsigned char *data = BPF_CORE_READ(skb, data);
+	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	__u8 l4proto;
+	__u32 l3len, l4off;
+	__u16 flags = 0;
+
+	if (proto == ETH_P_IP) {
+		__u8 hdr[20];
+		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
+			return 0;
+		__u16 frag = ((__u16)hdr[6] << 8 | hdr[7]) & 0x1fff;
+		if (frag) /* not the first fragment: no ports */
+			return 0;
+		l4proto = hdr[9];
+		l4off = (hdr[0] & 0xf) * 4;
+		l3len = (__u32)((__u16)hdr[2] << 8 | hdr[3]);
+	} else if (proto == ETH_P_IPV6) {
+		__u8 hdr[40];
+		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
+			return 0;
+		/* Extension headers are not walked: such packets are not tracked. */
+		l4proto = hdr[6];
+		l4off = 40;
+		l3len = 40 + (__u32)((__u16)hdr[4] << 8 | hdr[5]);
+		flags |= NETLATD_PKT_IPV6;
+	} else {
+		return 0;
+	}
+	if (l4proto != IPPROTO_UDP && l4proto != IPPROTO_TCP)
+		return 0;
+
+	struct l4_ports_seq l4;
+	if (bpf_probe_read_kernel(&l4, sizeof(l4), data + (l4off & 0xff)))
+		return 0;
+	__u16 dport = bpf_ntohs(l4.dport);
+	if (!port_watched(dport))
+		return 0;
+
+	__u32 payload, end_seq = 0;
+	if (l4proto == IPPROTO_TCP) {
+		__u32 thl = (l4.doff_res >> 4) * 4;
+		if (l3len < l4off + thl)
+			return 0;
+		payload = l3len - l4off - thl;
+		if (!payload) /* pure ACK, SYN, FIN: nothing for a reader */
+			return 0;
+		end_seq = bpf_ntohl(l4.seq) + payload;
+		flags |= NETLATD_PKT_TCP;
+	} else {
+		payload = l3len > l4off + 8 ? l3len - l4off - 8 : 0;
+	}
+
+	struct netlatd_packet pkt = {};
+	__u64 now = bpf_ktime_get_ns();
+	struct cpu_state *cs = this_cpu();
+	if (cs && cs->in_net_rx) {
+		pkt.stamp_ns[NETLATD_STAMP_IRQ] = cs->run_irq_ts;
+		pkt.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = cs->run_raise_ts;
+		pkt.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = cs->softirq_ts;
+		flags |= NETLATD_PKT_IN_SOFTIRQ;
+		if (cs->in_ksoftirqd)
+			flags |= NETLATD_PKT_KSOFTIRQD;
+	}
+	pkt.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = now;
+	pkt.rx_cpu = bpf_get_smp_processor_id();
+	pkt.len = payload;
+	pkt.ifindex = cfg_ifindex;
+	pkt.dport = dport;
+	pkt.flags = flags;
+	pkt.l4proto = l4proto;
+	/* The TCP end sequence rides in reader_tid until the packet is queued. */
+	pkt.reader_tid = end_seq;
+
+	__u64 key = (__u64)skb;
+	long err = bpf_map_update_elem(&inflight, &key, &pkt, BPF_NOEXIST);
+	if (err == -17 /* EEXIST */) {
+		/* The skb address was freed and reused without us seeing the
+		 * first packet queued or dropped. */
+		COUNT(drops, NETLATD_DROP_UNJOINED);
+		err = bpf_map_update_elem(&inflight, &key, &pkt, BPF_ANY);
+	}
+	if (err) {
+		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
+		return 0;
+	}
+	COUNT(counters, NETLATD_CNT_MATCHED);
+	return 0;
+}
+
+/* ---- enqueue on the socket ---------------------------------------------------- */
+
+static __always_inline struct sock_fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool create)
+{
+	struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
+	if (st || !create)
+		return st;
+	__u32 zero = 0;
+	struct sock_fifo *z = bpf_map_lookup_elem(&zero_fifo, &zero);
+	if (!z)
+		return 0;
+	if (bpf_map_update_elem(&sockets, &sk_key, z, BPF_NOEXIST) && 
+	    !bpf_map_lookup_elem(&sockets, &sk_key)) {
+		COUNT(drops, NETLATD_DROP_SOCKETS_FULL);
+		return 0;
+	}
+	st = bpf_map_lookup_elem(&sockets, &sk_key);
+	if (st)
+		st->l4proto = l4proto;
+	return st;
+}
+
+/* Moves the in-flight packet of `skb` to the FIFO of `sk`. */
+static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
+					    __u64 now)
+{
+	struct sock_fifo *st = fifo_get((__u64)sk, pkt->l4proto, true);
+	if (!st) {
+		bpf_map_delete_elem(&inflight, &skb_key);
+		return;
+	}
+	/* Two producers (CPUs) may race for one socket: reserve with an atomic
+	 * and publish the slot last. The margin of 2 covers that race. */
+	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
+		COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
+		bpf_map_delete_elem(&inflight, &skb_key);
+		return;
+	}
+	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
+	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+	__builtin_memcpy(&slot->pkt, pkt, sizeof(*pkt));
+	slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
+	slot->end_seq = pkt->reader_tid;
+	slot->pkt.reader_tid = 0;
+	slot->skb = skb_key;
+	slot->seq = idx + 1;
+	st->last_ns = now;
+	bpf_map_delete_elem(&inflight, &skb_key);
+	COUNT(counters, NETLATD_CNT_QUEUED);
+
+	/* The task this enqueue wakes (sched_waking, next on this CPU) is a reader. */
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->wake_hint_ts = now;
+}
+
+static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now)
+{
+	__u64 key = (__u64)skb;
+	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
+	if (!pkt)
+		return false;
+	enqueue_tracked(sk, key, pkt, now);
+	return true;
+}
+
+#define UDP_TAIL_WALK 8
+
+/* Tracked skbs at the tail of one of the socket's queues, oldest first. UDP
+ * producers may batch several datagrams before one data-ready call (6.18's
+ * per-NUMA producer queues), so walk back from the tail. */
+static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now)
+{
+	struct sk_buff *found[UDP_TAIL_WALK] = {};
+	struct sk_buff *skb = BPF_CORE_READ(q, prev);
+	int n = 0;
+	for (int i = 0; i < UDP_TAIL_WALK; i++) {
+		if (!skb || (void *)skb == (void *)q)
+			break;
+		__u64 key = (__u64)skb;
+		if (!bpf_map_lookup_elem(&inflight, &key))
+			break;
+		found[i] = skb;
+		n = i + 1;
+		skb = BPF_CORE_READ(skb, prev);
+	}
+	for (int i = UDP_TAIL_WALK - 1; i >= 0; i--) {
+		if (i < n && found[i])
+			try_enqueue_skb(sk, found[i], now);
+	}
+	return n;
+}
+
+/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
+static __always_inline int on_sk_data_ready(struct sock *sk)
+{
+	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+		return 0;
+	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (enqueue_from_tail(sk, &sk->sk_receive_queue, now))
+		return 0;
+	/* The reader may have spliced the queue into its own already. */
+	struct udp_sock *up = (struct udp_sock *)sk;
+	enqueue_from_tail(sk, &up->reader_queue, now);
+	return 0;
+}
+
+/* UDP enqueue on kernels without sock:sk_data_ready (fexit: ret 0 = queued). */
+static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff *skb, int ret)
+{
+	if (ret != 0)
+		return 0;
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* TCP: tcp_rcv_established() is about to queue the segment (tcp:tcp_probe). */
+static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
+{
+	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+		return 0;
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* The kernel dropped a packet we were following. */
+static __always_inline int on_kfree_skb(struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+	if (bpf_map_delete_elem(&inflight, &key) == 0)
+		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+	return 0;
+}
+
+/* ---- the reading task --------------------------------------------------------- */
+
+static __always_inline int on_sched_waking(struct task_struct *p)
+{
+	struct cpu_state *cs = this_cpu();
+	__u64 hint = cs ? cs->wake_hint_ts : 0;
+	if (!hint && !readers_seen)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	__u32 tid = BPF_CORE_READ(p, pid);
+	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
+	if (r) {
+		r->last_wakeup = now;
+	} else if (hint && now - hint < 100000) {
+		/* Woken by the enqueue just made on this CPU: it slept since
+		 * before that packet was queued, so its stamps hold from then. */
+		struct reader nr = {.valid_since = hint, .last_wakeup = now};
+		bpf_map_update_elem(&readers, &tid, &nr, BPF_NOEXIST);
+		readers_seen = 1;
+	}
+	if (hint && cs)
+		cs->wake_hint_ts = 0;
+	return 0;
+}
+
+static __always_inline int on_sched_switch(struct task_struct *next)
+{
+	if (!readers_seen)
+		return 0;
+	__u32 tid = BPF_CORE_READ(next, pid);
+	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
+	if (r)
+		r->last_oncpu = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int on_skb_copy_datagram(void)
+{
+	if (!readers_seen)
+		return 0;
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
+	if (r)
+		r->last_copy = bpf_ktime_get_ns();
+	return 0;
+}
+
+/* ---- the receive call returns ----------------------------------------------- */
+
+static __always_inline void emit(struct sock_fifo_slot *slot, struct reader *r, __u64 now,
+				 __u64 pid_tgid)
+{
+	struct netlatd_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	if (!rec) {
+		COUNT(drops, NETLATD_DROP_RINGBUF_FULL);
+		return;
+	}
+	__builtin_memcpy(rec, &slot->pkt, sizeof(*rec));
+	__u64 queued = rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+	if (r && queued >= r->valid_since) {
+		/* On CPU: the reader's last switch-in, or the enqueue itself
+		 * when the reader was already running then. */
+		__u64 oncpu = max_u64(queued, r->last_oncpu);
+		if (oncpu > now)
+			oncpu = now;
+		rec->stamp_ns[NETLATD_STAMP_ONCPU] = oncpu;
+		if (r->last_wakeup >= queued && r->last_wakeup <= oncpu) {
+			rec->stamp_ns[NETLATD_STAMP_WAKEUP] = r->last_wakeup;
+			rec->flags |= NETLATD_PKT_WOKEN;
+		}
+		if (r->last_copy >= oncpu && r->last_copy <= now)
+			rec->stamp_ns[NETLATD_STAMP_COPY] = r->last_copy;
+	}
+	rec->stamp_ns[NETLATD_STAMP_RECV_RETURN] = now;
+	rec->reader_cpu = bpf_get_smp_processor_id();
+	rec->reader_tgid = pid_tgid >> 32;
+	rec->reader_tid = (__u32)pid_tgid;
+	bpf_get_current_comm(rec->reader_comm, sizeof(rec->reader_comm));
+
+	__u64 flags = bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= targ_wakeup_bytes
+			      ? BPF_RB_FORCE_WAKEUP
+			      : BPF_RB_NO_WAKEUP;
+	bpf_ringbuf_submit(rec, flags);
+	COUNT(counters, NETLATD_CNT_EMITTED);
+}
+
+/* The skb a UDP receive call will dequeue next: the reader queue's head, or the
+ * receive queue's when the reader queue is empty; 0 when both are. */
+static __always_inline __u64 udp_next_skb(struct sock *sk)
+{
+	struct udp_sock *up = (struct udp_sock *)sk;
+	struct sk_buff *head = BPF_CORE_READ(up, reader_queue.next);
+	if (head && (void *)head != (void *)&up->reader_queue)
+		return (__u64)head;
+	head = BPF_CORE_READ(sk, sk_receive_queue.next);
+	if (head && (void *)head != (void *)&sk->sk_receive_queue)
+		return (__u64)head;
+	return 0;
+}
+
+static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
+{
+	if (ret < 0 || (flags & MSG_PEEK_FLAG) || !sk)
+		return 0;
+	__u64 sk_key = (__u64)sk;
+	struct sock_fifo *st = fifo_get(sk_key, 0, false);
+	if (!st)
+		return 0;
+
+	__u64 now = bpf_ktime_get_ns();
+	__u64 pid_tgid = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)pid_tgid;
+	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
+	if (!r) {
+		struct reader nr = {.valid_since = now};
+		bpf_map_update_elem(&readers, &tid, &nr, BPF_NOEXIST);
+		readers_seen = 1;
+	}
+	st->last_ns = now;
+
+	if (st->l4proto == IPPROTO_UDP) {
+		__u32 h = st->head;
+		if (h == st->tail)
+			return 0;
+		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (slot->seq != h + 1)
+			return 0; /* still being published */
+		if (slot->skb && slot->skb == udp_next_skb(sk)) {
+			/* Our oldest datagram is still queued: this call read one we did not track. */
+			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+			return 0;
+		}
+		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
+			return 0; /* another thread of the reader popped it */
+		emit(slot, r, now, pid_tgid);
+		return 0;
+	}
+
+	/* TCP: every queued segment that ends at or below copied_seq has been read. */
+	__u32 copied = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
+	for (int i = 0; i < NETLATD_SOCK_FIFO_SLOTS; i++) {
+		__u32 h = st->head;
+		if (h == st->tail)
+			break;
+		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (slot->seq != h + 1 || (__s32)(slot->end_seq - copied) > 0)
+			break;
+		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
+			break;
+		emit(slot, r, now, pid_tgid);
+	}
+	return 0;
+}
+
+/* ---- program variants ----------------------------------------------------------
+ * Names are <point>_<kind>; src/hooks.cpp lists them per point in order of
+ * preference. tp_btf reads arguments directly, raw_tp through ctx->args;
+ * both feed the same handler. */
+
+SEC("tp_btf/irq_handler_entry")
+int BPF_PROG(irq_entry_btf, int irq) { return on_irq_handler_entry(irq); }
+SEC("raw_tp/irq_handler_entry")
+int BPF_PROG(irq_entry_raw, int irq) { return on_irq_handler_entry(irq); }
+
+SEC("tp_btf/softirq_raise")
+int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec); }
+SEC("raw_tp/softirq_raise")
+int BPF_PROG(sirq_raise_raw, unsigned int vec) { return on_softirq_raise(vec); }
+
+SEC("tp_btf/softirq_entry")
+int BPF_PROG(sirq_entry_btf, unsigned int vec) { return on_softirq_entry(vec); }
+SEC("raw_tp/softirq_entry")
+int BPF_PROG(sirq_entry_raw, unsigned int vec) { return on_softirq_entry(vec); }
+
+SEC("tp_btf/softirq_exit")
+int BPF_PROG(sirq_exit_btf, unsigned int vec) { return on_softirq_exit(vec); }
+SEC("raw_tp/softirq_exit")
+int BPF_PROG(sirq_exit_raw, unsigned int vec) { return on_softirq_exit(vec); }
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb); }
+SEC("raw_tp/netif_receive_skb")
+int BPF_PROG(rcv_skb_raw, struct sk_buff *skb) { return on_netif_receive_skb(skb); }
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }
+SEC("fexit/__udp_enqueue_schedule_skb")
+int BPF_PROG(udp_queue_fexit, struct sock *sk, struct sk_buff *skb, int ret)
+{
+	return on_udp_enqueue_return(sk, skb, ret);
+}
+
+SEC("tp_btf/tcp_probe")
+int BPF_PROG(tcp_queue_btf, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
+SEC("raw_tp/tcp_probe")
+int BPF_PROG(tcp_queue_raw, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb); }
+SEC("raw_tp/kfree_skb")
+int BPF_PROG(drop_skb_raw, struct sk_buff *skb) { return on_kfree_skb(skb); }
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking_btf, struct task_struct *p) { return on_sched_waking(p); }
+SEC("raw_tp/sched_waking")
+int BPF_PROG(waking_raw, struct task_struct *p) { return on_sched_waking(p); }
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_sched_switch(next);
+}
+SEC("raw_tp/sched_switch")
+int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
+{
+	return on_sched_switch(next);
+}
+
+SEC("tp_btf/skb_copy_datagram_iovec")
+int BPF_PROG(copy_btf) { return on_skb_copy_datagram(); }
+SEC("raw_tp/skb_copy_datagram_iovec")
+int BPF_PROG(copy_raw) { return on_skb_copy_datagram(); }
+
+SEC("tp_btf/sock_recv_length")
+int BPF_PROG(recv_ret_btf, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags); }
+SEC("raw_tp/sock_recv_length")
+int BPF_PROG(recv_ret_raw, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags); }
+SEC("fexit/sock_recvmsg")
+int BPF_PROG(recv_ret_fexit, struct socket *sock, struct msghdr *msg, int flags, int ret)
+{
+	return on_recv_return(BPF_CORE_READ(sock, sk), ret, flags);
+}

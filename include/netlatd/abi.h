@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The records and constants that cross the kernel/user-space boundary.
+ * Included by bpf/netlatd.bpf.c (after vmlinux.h) and by the daemon (after
+ * <linux/types.h>). Fixed-width types only, explicit padding, no includes:
+ * the C++ side static_asserts the sizes.
+ */
+#ifndef NETLATD_ABI_H
+#define NETLATD_ABI_H
+
+#define NETLATD_ABI_VERSION 1
+
+/* Ports watched in one run (--port may repeat). */
+#define NETLATD_MAX_PORTS 16
+/* IRQ lines of the interface, as a bitmap over irq numbers [0, 8192). */
+#define NETLATD_IRQ_BITMAP_WORDS 128
+/* Tracked packets queued on one socket and not read yet. */
+#define NETLATD_SOCK_FIFO_SLOTS 32
+#define NETLATD_COMM_LEN 16
+
+/*
+ * The instants of one packet's receive path, in the order they happen.
+ * Each is CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns); 0 = not seen.
+ */
+enum netlatd_stamp {
+	NETLATD_STAMP_IRQ = 0,        /* irq_handler_entry of the NIC IRQ that started the softirq */
+	NETLATD_STAMP_SOFTIRQ_RAISE,  /* NET_RX softirq_raise that preceded that softirq run */
+	NETLATD_STAMP_SOFTIRQ_ENTRY,  /* NET_RX softirq_entry that processed the packet */
+	NETLATD_STAMP_RECEIVE_SKB,    /* netif_receive_skb of the packet */
+	NETLATD_STAMP_SOCK_QUEUE,     /* queued on the receiving socket */
+	NETLATD_STAMP_WAKEUP,         /* the reading task woken (sched_waking) */
+	NETLATD_STAMP_ONCPU,          /* the reading task on CPU (sched_switch in), or already there */
+	NETLATD_STAMP_COPY,           /* skb_copy_datagram_iovec (TCP, non-linear UDP only) */
+	NETLATD_STAMP_RECV_RETURN,    /* the receive call returned the data */
+	NETLATD_STAMP_COUNT
+};
+
+enum netlatd_packet_flags {
+	NETLATD_PKT_IPV6 = 1 << 0,
+	NETLATD_PKT_TCP = 1 << 1,
+	NETLATD_PKT_KSOFTIRQD = 1 << 2,   /* NET_RX ran in ksoftirqd */
+	NETLATD_PKT_WOKEN = 1 << 3,       /* the reader slept and this packet woke it */
+	NETLATD_PKT_IN_SOFTIRQ = 1 << 4,  /* netif_receive_skb ran inside a NET_RX softirq */
+};
+
+/* One ring-buffer record: one packet returned to user space. 128 bytes. */
+struct netlatd_packet {
+	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 72 */
+	__u32 rx_cpu;        /* CPU of netif_receive_skb */
+	__u32 reader_cpu;    /* CPU the receive call returned on */
+	__u32 reader_tgid;
+	__u32 reader_tid;
+	char reader_comm[NETLATD_COMM_LEN];
+	__u32 len;           /* bytes of L4 payload */
+	__u32 ifindex;
+	__u16 dport;         /* host order */
+	__u16 flags;         /* enum netlatd_packet_flags */
+	__u8 l4proto;        /* IPPROTO_UDP / IPPROTO_TCP */
+	__u8 _pad[11];
+};
+
+/* Why records were lost; per-CPU counters in the `drops` map. */
+enum netlatd_drop {
+	NETLATD_DROP_RINGBUF_FULL = 0,  /* bpf_ringbuf_reserve failed */
+	NETLATD_DROP_INFLIGHT_FULL,     /* tracking map full at netif_receive_skb */
+	NETLATD_DROP_SOCK_FIFO_FULL,    /* more than NETLATD_SOCK_FIFO_SLOTS unread on a socket */
+	NETLATD_DROP_SOCKETS_FULL,      /* too many sockets with tracked packets */
+	NETLATD_DROP_STACK_DROPPED,     /* the kernel dropped the packet (kfree_skb) */
+	NETLATD_DROP_UNTRACKED_DEQUEUE, /* a receive call returned a datagram we did not track */
+	NETLATD_DROP_UNJOINED,          /* an skb address was reused before its packet was joined */
+	NETLATD_DROP_COUNT
+};
+
+/* Per-CPU event counters in the `counters` map (for --check, bench, Prometheus). */
+enum netlatd_counter {
+	NETLATD_CNT_MATCHED = 0,   /* packets that passed the interface/port filter */
+	NETLATD_CNT_QUEUED,        /* of those, seen queued on a socket */
+	NETLATD_CNT_EMITTED,       /* records written to the ring buffer */
+	NETLATD_CNT_IRQ,           /* NIC IRQs of the interface */
+	NETLATD_CNT_COUNT
+};
+
+#endif /* NETLATD_ABI_H */

@@ -1,0 +1,90 @@
+#pragma once
+// Hooks are data: each point of the receive path lists the BPF programs that
+// can observe it, in order of preference. A probe of the running kernel picks
+// one per point at start-up; the others' autoload is switched off. The choice
+// is shown by --check, logged, and carried in every JSON line.
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "netlatd/stages.hpp"
+
+namespace netlatd {
+
+enum class AttachKind { TpBtf, RawTp, Fentry, Fexit };
+
+struct HookCandidate {
+  std::string_view program;  // BPF program name in bpf/netlatd.bpf.c
+  AttachKind kind;
+  std::string_view target;   // tracepoint or kernel function
+};
+
+enum class Point {
+  IrqHandlerEntry,
+  SoftirqRaise,
+  SoftirqEntry,
+  SoftirqExit,
+  NetifReceiveSkb,
+  UdpEnqueue,
+  TcpEnqueue,
+  KfreeSkb,
+  SchedWaking,
+  SchedSwitch,
+  SkbCopy,
+  RecvReturn,
+};
+
+struct HookPoint {
+  Point point;
+  std::string_view name;
+  bool required;  // without it netlatd cannot run at all
+  std::vector<HookCandidate> candidates;
+};
+
+const std::vector<HookPoint> &hook_points();
+std::string hook_label(const HookCandidate &c);  // "tp_btf/netif_receive_skb", "fexit/sock_recvmsg"
+
+// What the running kernel offers; mockable so the fallback paths are tested
+// without root (tests/unit/test_hooks.cpp).
+class KernelFeatures {
+public:
+  virtual ~KernelFeatures() = default;
+  virtual bool has_vmlinux_btf() const = 0;
+  virtual bool has_ringbuf() const = 0;
+  // Whether the program kind can load and attach to the target here.
+  virtual bool can_attach(AttachKind kind, std::string_view target) const = 0;
+  virtual std::string kernel_release() const = 0;
+};
+
+// Probes the live kernel (needs root or CAP_BPF+CAP_PERFMON). Results are cached.
+std::unique_ptr<KernelFeatures> probe_kernel_features();
+
+struct HookChoice {
+  const HookPoint *point = nullptr;
+  std::optional<HookCandidate> chosen;
+};
+
+struct HookPlan {
+  std::vector<HookChoice> choices;  // one per hook_points() entry, same order
+  std::vector<std::string> missing_required;  // point names with no usable candidate
+
+  const HookChoice &choice(Point p) const;
+  bool runnable() const { return missing_required.empty(); }
+  // "tp_btf/sk_data_ready" etc., or "" when the point has no hook.
+  std::string label(Point p) const;
+};
+
+HookPlan choose_hooks(const KernelFeatures &features);
+
+// The hook each stage starts and ends at, for a plan: e.g. netif_receive runs
+// from NetifReceiveSkb to UdpEnqueue/TcpEnqueue ("tp_btf/sk_data_ready|tp_btf/tcp_probe").
+struct StageHookLabels {
+  std::string start;
+  std::string end;
+};
+StageHookLabels stage_hooks(const HookPlan &plan, Stage s);
+
+}  // namespace netlatd

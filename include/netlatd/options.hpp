@@ -1,0 +1,53 @@
+#pragma once
+// Everything a run is configured by: command line (CLI11) over config file
+// (TOML, --config) over defaults.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace netlatd {
+
+enum class OutputFormat { Json, Text };
+
+struct Options {
+  std::string iface;
+  std::vector<uint16_t> ports;
+  double interval_s = 10.0;
+  std::string output = "-";  // "-" = stdout, else a file appended to
+  OutputFormat format = OutputFormat::Json;
+  std::string config;        // path of the TOML file, empty = none
+  std::optional<uint64_t> outliers_over_ns;
+  uint32_t outliers_max_per_sec = 10;
+  std::string metrics_listen;  // "ADDR:PORT", empty = off
+  uint32_t ringbuf_mb = 4;
+  bool verbose = false;
+  bool check = false;
+  bool demo = false;
+  std::optional<double> duration_s;  // stop by itself after this long (demo, tests)
+};
+
+// What parse_command_line() decided: run with the options, or exit at once
+// (--help, --version) with the text to print.
+struct CommandLine {
+  Options options;
+  std::optional<int> exit_now;
+  std::string exit_text;
+};
+
+// Parses argv, loads --config if given (the command line wins), validates.
+// Throws Error(Usage|NoInput|Config, "one line") on bad input.
+CommandLine parse_command_line(int argc, const char *const *argv);
+
+// Loads a TOML config into `into`, skipping keys named in `set_on_cli`.
+// Throws Error(NoInput) when unreadable, Error(Config, "file:line:col: msg") when invalid.
+void load_config_file(const std::string &path, Options &into, const std::vector<std::string> &set_on_cli);
+
+// "250us", "2ms", "1.5s", "100ns", "3m"; a bare number means `bare_unit_ns`.
+// Throws Error(Usage) when malformed or negative.
+uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns);
+
+// Checks values that do not depend on the machine (ports, interval, ...).
+void validate(const Options &o);
+
+}  // namespace netlatd

@@ -1,0 +1,81 @@
+#pragma once
+// One interval's aggregate and how it is written: JSON lines for log
+// collectors (docs/OUTPUT.md is the schema) and text for a person.
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "netlatd/histogram.hpp"
+#include "netlatd/stages.hpp"
+
+namespace netlatd {
+
+inline constexpr int kSchemaVersion = 1;
+
+// Fixed for the life of a run (or until SIGHUP reload / interface re-appears).
+struct ReportHeader {
+  std::string host;
+  std::string iface;
+  int ifindex = 0;
+  std::vector<uint16_t> ports;
+  std::string kernel;  // uname -r
+  std::string version; // netlatd version
+  // Per stage: the hook each end of it is measured at, e.g. "tp_btf/netif_receive_skb",
+  // and whether it applies to this interface at all (the irq stage does not on lo/veth).
+  struct StageHooks {
+    std::string start_hook;
+    std::string end_hook;
+    bool applicable = true;
+    std::string why_not;  // when !applicable, e.g. "interface has no IRQ lines (lo, veth)"
+  };
+  std::array<StageHooks, kStageCount> stages;
+};
+
+// Aggregates the records of one interval.
+class IntervalAggregator {
+public:
+  void add(const netlatd_packet &p) noexcept;  // records every stage whose duration is known
+  void reset() noexcept;
+  uint64_t packets() const noexcept { return packets_; }
+  uint64_t packets_udp() const noexcept { return udp_; }
+  uint64_t packets_tcp() const noexcept { return tcp_; }
+  uint64_t unordered() const noexcept { return unordered_; }  // records whose stamps were out of order
+  const Histogram &stage(Stage s) const noexcept { return stages_[static_cast<size_t>(s)]; }
+
+private:
+  std::array<Histogram, kStageCount> stages_{};
+  uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0;
+};
+
+struct IntervalReport {
+  std::chrono::system_clock::time_point start;
+  std::chrono::system_clock::time_point end;
+  const IntervalAggregator *data = nullptr;
+  // Losses during the interval, by name (deltas, not totals): "ringbuf_full",
+  // "inflight_full", "sock_fifo_full", "sockets_full", "stack_dropped",
+  // "untracked_dequeue", "unjoined_expired", "output_queue_full", ...
+  std::map<std::string, uint64_t> drops;
+  bool final = false;  // the partial interval flushed at shutdown
+};
+
+// RFC 3339 UTC with millisecond precision: "2026-11-22T10:00:00.123Z".
+std::string rfc3339_utc(std::chrono::system_clock::time_point t);
+// The same with nanosecond precision, from wall-clock ns since the Unix epoch:
+// "2026-11-22T10:00:00.123456789Z".
+std::string rfc3339_utc_ns(int64_t realtime_ns);
+// A duration for a person, three significant digits: "850 ns", "12.3 µs", "4.56 ms", "1.20 s".
+std::string format_duration(uint64_t ns);
+
+// One JSON object, no newline. Keys in docs/OUTPUT.md.
+std::string format_json_line(const ReportHeader &h, const IntervalReport &r);
+// A person's view: per-stage ASCII histograms in the style of bcc's runqlat.
+std::string format_text(const ReportHeader &h, const IntervalReport &r);
+// One packet's whole timeline ("type":"outlier"). `mono_to_realtime_ns` is
+// added to each CLOCK_MONOTONIC stamp to give wall-clock nanoseconds.
+std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
+                                     int64_t mono_to_realtime_ns);
+
+}  // namespace netlatd

@@ -1,0 +1,73 @@
+#pragma once
+// Owns everything netlatd puts in the kernel: the BPF object, its maps, the
+// links of the chosen programs and the ring buffer reader. Destroying the
+// Tracer detaches everything; so does the process dying (links are owned by
+// file descriptors, nothing is pinned).
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <linux/types.h>
+#include "netlatd/abi.h"
+#include "netlatd/hooks.hpp"
+
+struct bpf_link;
+
+namespace netlatd {
+
+struct TracerConfig {
+  std::vector<uint16_t> ports;
+  uint32_t ringbuf_bytes = 4u << 20;
+};
+
+// Where to look: set at start and again when the interface re-appears.
+struct TraceTarget {
+  uint32_t ifindex = 0;
+  uint32_t netns_inode = 0;  // 0 = any namespace
+  std::vector<int> irqs;     // the interface's IRQ lines (empty on lo, veth)
+};
+
+class Tracer {
+public:
+  using RecordFn = std::function<void(const netlatd_packet &)>;
+
+  // Opens, loads and attaches the programs the plan chose. Throws Error.
+  Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_record);
+  ~Tracer();
+  Tracer(const Tracer &) = delete;
+  Tracer &operator=(const Tracer &) = delete;
+
+  void set_target(const TraceTarget &t);
+
+  // Drains the ring buffer: waits up to timeout_ms for a wake-up, then
+  // consumes whatever is there (records are mostly submitted without a
+  // wake-up, see targ_wakeup_bytes). Returns the records consumed.
+  int poll(int timeout_ms);
+  int ring_epoll_fd() const;
+
+  size_t programs_attached() const { return links_.size(); }
+  std::array<uint64_t, NETLATD_DROP_COUNT> drop_totals() const;
+  std::array<uint64_t, NETLATD_CNT_COUNT> counter_totals() const;
+
+  struct SweepResult {
+    uint64_t expired_inflight = 0;  // matched, never queued on a socket (and not seen dropped)
+    uint64_t expired_unread = 0;    // queued on a socket that was never read (closed?)
+  };
+  // Removes state older than the given ages (CLOCK_MONOTONIC ns).
+  SweepResult sweep(uint64_t inflight_max_age_ns, uint64_t socket_max_age_ns);
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<::bpf_link *> links_;
+};
+
+// Routes libbpf's messages through spdlog (debug level; visible with --verbose).
+void route_libbpf_logs();
+// The last warning libbpf printed, to explain a failed load.
+std::string last_libbpf_warning();
+
+}  // namespace netlatd

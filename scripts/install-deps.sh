@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Installs everything netlatd needs to build, test and benchmark on Debian 12 (bookworm).
+# Idempotent: safe to run again. Needs root. Uses only Debian's package registry.
+#
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox)
+#   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf)
+set -euo pipefail
+
+want_vm=0 want_bench=0
+for a in "$@"; do
+  case "$a" in
+    --vm) want_vm=1 ;;
+    --bench) want_bench=1 ;;
+    --all) want_vm=1; want_bench=1 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "install-deps: unknown option '$a'" >&2; exit 64 ;;
+  esac
+done
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: must run as root (apt-get)" >&2; exit 77
+fi
+
+. /etc/os-release
+if [ "${ID:-}" != debian ] || [ "${VERSION_CODENAME:-}" != bookworm ]; then
+  echo "install-deps: written for Debian 12 (bookworm); this is ${PRETTY_NAME:-unknown}." >&2
+  echo "install-deps: see README 'Other distributions' for the package names." >&2
+  exit 69
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+
+# libbpf 1.4, bpftool 7.5 and Catch2 v3 come from bookworm-backports.
+bp=/etc/apt/sources.list.d/netlatd-backports.sources
+if ! grep -rqs 'bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  cat > "$bp" <<'SRC'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  rm -f /var/lib/netlatd-apt-updated
+fi
+
+# One `apt-get update` per machine boot is enough; a failing third-party list
+# (not ours) must not stop the install.
+stamp=/var/lib/netlatd-apt-updated
+if [ ! -f "$stamp" ] || [ "$(stat -c %Y "$stamp")" -lt "$(($(date +%s) - 86400))" ]; then
+  apt-get update -q || echo "install-deps: warning: apt-get update reported errors; continuing" >&2
+  touch "$stamp"
+fi
+
+base=(
+  build-essential cmake pkg-config git
+  clang llvm
+  libelf-dev zlib1g-dev
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
+  libcpp-httplib-dev libsystemd-dev
+  iproute2 procps python3 util-linux kmod
+)
+backports=(libbpf-dev bpftool catch2)
+extra=()
+[ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio)
+[ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf)
+
+missing=()
+for p in "${base[@]}" "${extra[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Backports pinned explicitly: the bookworm versions (libbpf 1.1, bpftool 7.1,
+# Catch2 2.x) are too old.
+need_bp=0
+dpkg --compare-versions "$(dpkg-query -W -f='${Version}' libbpf-dev 2>/dev/null || echo 0)" ge 1:1.4 || need_bp=1
+dpkg --compare-versions "$(dpkg-query -W -f='${Version}' bpftool 2>/dev/null || echo 0)" ge 7.5 || need_bp=1
+dpkg --compare-versions "$(dpkg-query -W -f='${Version}' catch2 2>/dev/null || echo 0)" ge 3 || need_bp=1
+if [ "$need_bp" = 1 ]; then
+  apt-get install -y -q --no-install-recommends -t bookworm-backports "${backports[@]}"
+fi
+
+echo "install-deps: ok (libbpf $(dpkg-query -W -f='${Version}' libbpf-dev), bpftool $(dpkg-query -W -f='${Version}' bpftool), catch2 $(dpkg-query -W -f='${Version}' catch2), clang $(clang --version | head -1 | grep -o '[0-9][0-9.]*' | head -1))"

@@ -1,0 +1,225 @@
+#include "netlatd/hooks.hpp"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <map>
+#include <mutex>
+#include <stdexcept>
+
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include <linux/bpf.h>
+#include <spdlog/spdlog.h>
+
+namespace netlatd {
+
+const std::vector<HookPoint> &hook_points() {
+  using K = AttachKind;
+  // Order inside each list is preference: tp_btf is the cheapest attach type
+  // (direct BTF argument access); raw_tp works where tp_btf is refused; fentry
+  // and fexit stand in for tracepoints that older kernels lack
+  // (sock:sk_data_ready is 6.5+, sock:sock_recv_length is 6.3+).
+  static const std::vector<HookPoint> points = {
+      {Point::IrqHandlerEntry, "irq_handler_entry", false,
+       {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}, {"irq_entry_raw", K::RawTp, "irq_handler_entry"}}},
+      {Point::SoftirqRaise, "softirq_raise", false,
+       {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}, {"sirq_raise_raw", K::RawTp, "softirq_raise"}}},
+      {Point::SoftirqEntry, "softirq_entry", false,
+       {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}, {"sirq_entry_raw", K::RawTp, "softirq_entry"}}},
+      {Point::SoftirqExit, "softirq_exit", false,
+       {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}, {"sirq_exit_raw", K::RawTp, "softirq_exit"}}},
+      {Point::NetifReceiveSkb, "netif_receive_skb", true,
+       {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}, {"rcv_skb_raw", K::RawTp, "netif_receive_skb"}}},
+      {Point::UdpEnqueue, "udp_enqueue", true,
+       {{"udp_queue_btf", K::TpBtf, "sk_data_ready"},
+        {"udp_queue_fexit", K::Fexit, "__udp_enqueue_schedule_skb"}}},
+      {Point::TcpEnqueue, "tcp_enqueue", false,
+       {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}, {"tcp_queue_raw", K::RawTp, "tcp_probe"}}},
+      {Point::KfreeSkb, "kfree_skb", false,
+       {{"drop_skb_btf", K::TpBtf, "kfree_skb"}, {"drop_skb_raw", K::RawTp, "kfree_skb"}}},
+      {Point::SchedWaking, "sched_waking", false,
+       {{"waking_btf", K::TpBtf, "sched_waking"}, {"waking_raw", K::RawTp, "sched_waking"}}},
+      {Point::SchedSwitch, "sched_switch", false,
+       {{"switch_btf", K::TpBtf, "sched_switch"}, {"switch_raw", K::RawTp, "sched_switch"}}},
+      {Point::SkbCopy, "skb_copy_datagram_iovec", false,
+       {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}, {"copy_raw", K::RawTp, "skb_copy_datagram_iovec"}}},
+      {Point::RecvReturn, "recv_return", true,
+       {{"recv_ret_btf", K::TpBtf, "sock_recv_length"},
+        {"recv_ret_raw", K::RawTp, "sock_recv_length"},
+        {"recv_ret_fexit", K::Fexit, "sock_recvmsg"}}},
+  };
+  return points;
+}
+
+std::string hook_label(const HookCandidate &c) {
+  const char *kind = "";
+  switch (c.kind) {
+  case AttachKind::TpBtf: kind = "tp_btf"; break;
+  case AttachKind::RawTp: kind = "raw_tp"; break;
+  case AttachKind::Fentry: kind = "fentry"; break;
+  case AttachKind::Fexit: kind = "fexit"; break;
+  }
+  return std::string(kind) + "/" + std::string(c.target);
+}
+
+const HookChoice &HookPlan::choice(Point p) const {
+  for (const HookChoice &c : choices)
+    if (c.point->point == p)
+      return c;
+  throw std::logic_error("hook point missing from plan");
+}
+
+std::string HookPlan::label(Point p) const {
+  const HookChoice &c = choice(p);
+  return c.chosen ? hook_label(*c.chosen) : std::string();
+}
+
+HookPlan choose_hooks(const KernelFeatures &features) {
+  HookPlan plan;
+  for (const HookPoint &hp : hook_points()) {
+    HookChoice choice{&hp, std::nullopt};
+    for (const HookCandidate &c : hp.candidates) {
+      if (features.can_attach(c.kind, c.target)) {
+        choice.chosen = c;
+        break;
+      }
+    }
+    if (!choice.chosen && hp.required)
+      plan.missing_required.emplace_back(hp.name);
+    plan.choices.push_back(choice);
+  }
+  // The NET_RX run is only delimited with both its entry and its exit.
+  HookChoice &entry = plan.choices[static_cast<size_t>(Point::SoftirqEntry)];
+  const HookChoice &exit = plan.choices[static_cast<size_t>(Point::SoftirqExit)];
+  if (!exit.chosen)
+    entry.chosen.reset();
+  return plan;
+}
+
+StageHookLabels stage_hooks(const HookPlan &plan, Stage s) {
+  auto either = [&](Point a, Point b) {
+    std::string la = plan.label(a), lb = plan.label(b);
+    if (la.empty())
+      return lb;
+    if (lb.empty())
+      return la;
+    return la + "|" + lb;
+  };
+  auto first_of = [&](std::initializer_list<Point> ps) {
+    for (Point p : ps)
+      if (!plan.label(p).empty())
+        return plan.label(p);
+    return std::string();
+  };
+  switch (s) {
+  case Stage::Irq: return {plan.label(Point::IrqHandlerEntry), plan.label(Point::SoftirqEntry)};
+  case Stage::Softirq: return {plan.label(Point::SoftirqEntry), plan.label(Point::NetifReceiveSkb)};
+  case Stage::NetifReceive: return {plan.label(Point::NetifReceiveSkb), either(Point::UdpEnqueue, Point::TcpEnqueue)};
+  case Stage::SockQueue:
+    return {either(Point::UdpEnqueue, Point::TcpEnqueue), either(Point::SchedWaking, Point::SchedSwitch)};
+  case Stage::OnCpu: return {plan.label(Point::SchedSwitch), plan.label(Point::RecvReturn)};
+  case Stage::Total:
+    return {first_of({Point::IrqHandlerEntry, Point::SoftirqEntry, Point::NetifReceiveSkb}),
+            plan.label(Point::RecvReturn)};
+  }
+  return {};
+}
+
+namespace {
+
+// A two-instruction program ("return 0") is enough to learn whether the
+// kernel accepts a program type / attach target, and then to attach it.
+int load_trivial(bpf_prog_type type, bpf_attach_type expected, uint32_t btf_id) {
+  bpf_insn insns[2] = {};
+  insns[0].code = BPF_ALU64 | BPF_MOV | BPF_K;
+  insns[0].dst_reg = BPF_REG_0;
+  insns[1].code = BPF_JMP | BPF_EXIT;
+  LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = expected, .attach_btf_id = btf_id);
+  return bpf_prog_load(type, "netlatd_probe", "Dual BSD/GPL", insns, 2, &opts);
+}
+
+class LiveKernelFeatures final : public KernelFeatures {
+public:
+  LiveKernelFeatures() {
+    if (access("/sys/kernel/btf/vmlinux", R_OK) == 0)
+      btf_ = btf__load_vmlinux_btf();
+    if (btf_ && libbpf_get_error(btf_))
+      btf_ = nullptr;
+  }
+  ~LiveKernelFeatures() override {
+    if (btf_)
+      btf__free(btf_);
+  }
+  LiveKernelFeatures(const LiveKernelFeatures &) = delete;
+  LiveKernelFeatures &operator=(const LiveKernelFeatures &) = delete;
+
+  bool has_vmlinux_btf() const override { return btf_ != nullptr; }
+  bool has_ringbuf() const override { return libbpf_probe_bpf_map_type(BPF_MAP_TYPE_RINGBUF, nullptr) == 1; }
+
+  bool can_attach(AttachKind kind, std::string_view target) const override {
+    std::lock_guard lock(mu_);
+    std::string key = std::to_string(static_cast<int>(kind)) + ":" + std::string(target);
+    auto it = cache_.find(key);
+    if (it != cache_.end())
+      return it->second;
+    bool ok = probe(kind, std::string(target));
+    spdlog::debug("probe {}: {}", hook_label({"", kind, target}), ok ? "yes" : "no");
+    cache_[key] = ok;
+    return ok;
+  }
+
+  std::string kernel_release() const override {
+    utsname u{};
+    uname(&u);
+    return u.release;
+  }
+
+private:
+  bool probe(AttachKind kind, const std::string &target) const {
+    if (!btf_)
+      return false;
+    int fd = -1;
+    int link = -1;
+    if (kind == AttachKind::TpBtf || kind == AttachKind::RawTp) {
+      // Every tracepoint has a "btf_trace_<name>" typedef in vmlinux BTF.
+      int id = btf__find_by_name_kind(btf_, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF);
+      if (id < 0)
+        return false;
+      if (kind == AttachKind::TpBtf) {
+        fd = load_trivial(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, static_cast<uint32_t>(id));
+        if (fd >= 0)
+          link = bpf_raw_tracepoint_open(nullptr, fd);
+      } else {
+        fd = load_trivial(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_TRACE_RAW_TP, 0);
+        if (fd >= 0)
+          link = bpf_raw_tracepoint_open(target.c_str(), fd);
+      }
+    } else {
+      int id = btf__find_by_name_kind(btf_, target.c_str(), BTF_KIND_FUNC);
+      if (id < 0)
+        return false;
+      fd = load_trivial(BPF_PROG_TYPE_TRACING, kind == AttachKind::Fentry ? BPF_TRACE_FENTRY : BPF_TRACE_FEXIT,
+                        static_cast<uint32_t>(id));
+      if (fd >= 0)
+        link = bpf_raw_tracepoint_open(nullptr, fd);
+    }
+    bool ok = fd >= 0 && link >= 0;
+    if (link >= 0)
+      close(link);
+    if (fd >= 0)
+      close(fd);
+    return ok;
+  }
+
+  btf *btf_ = nullptr;
+  mutable std::mutex mu_;
+  mutable std::map<std::string, bool> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelFeatures> probe_kernel_features() { return std::make_unique<LiveKernelFeatures>(); }
+
+}  // namespace netlatd

@@ -1,0 +1,273 @@
+#include "netlatd/options.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <toml++/toml.h>
+
+#include "netlatd/errors.hpp"
+#include "netlatd/version.hpp"
+
+namespace netlatd {
+namespace {
+
+constexpr uint64_t kNs = 1;
+constexpr uint64_t kUs = 1000;
+constexpr uint64_t kMs = 1000 * kUs;
+constexpr uint64_t kSec = 1000 * kMs;
+
+uint16_t checked_port(int64_t v, const std::string &where) {
+  if (v < 1 || v > 65535)
+    throw Error(ExitCode::Usage, where + "port " + std::to_string(v) + " is outside 1-65535");
+  return static_cast<uint16_t>(v);
+}
+
+OutputFormat parse_format(const std::string &s, ExitCode code, const std::string &where) {
+  if (s == "json")
+    return OutputFormat::Json;
+  if (s == "text")
+    return OutputFormat::Text;
+  throw Error(code, where + "format must be 'json' or 'text', not '" + s + "'");
+}
+
+std::string toml_where(const std::string &path, const toml::source_region &r) {
+  return path + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";
+}
+
+}  // namespace
+
+uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns) {
+  const std::string bad = "invalid duration '" + text + "' (e.g. 500us, 2ms, 1.5s)";
+  if (text.empty())
+    throw Error(ExitCode::Usage, bad);
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception &) {
+    throw Error(ExitCode::Usage, bad);
+  }
+  if (!std::isfinite(value) || value < 0)
+    throw Error(ExitCode::Usage, bad);
+  const std::string unit = text.substr(used);
+  uint64_t mult = 0;
+  if (unit.empty())
+    mult = bare_unit_ns;
+  else if (unit == "ns")
+    mult = kNs;
+  else if (unit == "us" || unit == "µs")
+    mult = kUs;
+  else if (unit == "ms")
+    mult = kMs;
+  else if (unit == "s")
+    mult = kSec;
+  else if (unit == "m")
+    mult = 60 * kSec;
+  else
+    throw Error(ExitCode::Usage, bad);
+  const double ns = value * static_cast<double>(mult);
+  if (ns > 1e18)
+    throw Error(ExitCode::Usage, bad);
+  return static_cast<uint64_t>(std::llround(ns));
+}
+
+void validate(const Options &o) {
+  if (o.iface.empty() && !o.demo && !o.check)
+    throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0)");
+  if (o.ports.empty() && !o.demo && !o.check)
+    throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
+  if (o.ports.size() > 16)
+    throw Error(ExitCode::Usage, "at most 16 ports can be watched at once");
+  if (!(o.interval_s >= 0.1 && o.interval_s <= 86400))
+    throw Error(ExitCode::Usage, "interval must be between 0.1 and 86400 seconds");
+  if (o.outliers_max_per_sec == 0 && o.outliers_over_ns)
+    throw Error(ExitCode::Usage, "--outliers-max-per-sec must be at least 1");
+  if (o.ringbuf_mb < 1 || o.ringbuf_mb > 1024 || (o.ringbuf_mb & (o.ringbuf_mb - 1)))
+    throw Error(ExitCode::Usage, "--ringbuf-mb must be a power of two between 1 and 1024");
+  if (o.duration_s && !(*o.duration_s > 0))
+    throw Error(ExitCode::Usage, "--duration must be positive");
+}
+
+void load_config_file(const std::string &path, Options &into, const std::vector<std::string> &set_on_cli) {
+  std::ifstream in(path);
+  if (!in)
+    throw Error(ExitCode::NoInput, "cannot read config file '" + path + "'");
+  std::stringstream buf;
+  buf << in.rdbuf();
+
+  toml::table tbl;
+  try {
+    tbl = toml::parse(buf.str(), path);
+  } catch (const toml::parse_error &e) {
+    throw Error(ExitCode::Config, toml_where(path, e.source()) + std::string(e.description()));
+  }
+  auto cli = [&](const char *key) {
+    return std::find(set_on_cli.begin(), set_on_cli.end(), key) != set_on_cli.end();
+  };
+  auto fail = [&](const toml::node &n, const std::string &msg) -> Error {
+    return Error(ExitCode::Config, toml_where(path, n.source()) + msg);
+  };
+  static const std::set<std::string> known = {"iface",          "ports",          "interval",
+                                              "output",         "format",         "outliers_over",
+                                              "outliers_max_per_sec", "metrics_listen", "verbose",
+                                              "ringbuf_mb"};
+  for (auto &&[k, v] : tbl) {
+    if (!known.count(std::string(k.str())))
+      throw fail(v, "unknown key '" + std::string(k.str()) + "'");
+  }
+  auto string_of = [&](const char *key) -> std::optional<std::string> {
+    const toml::node *n = tbl.get(key);
+    if (!n)
+      return std::nullopt;
+    if (!n->is_string())
+      throw fail(*n, std::string(key) + " must be a string");
+    return n->value<std::string>();
+  };
+  auto number_of = [&](const char *key) -> std::optional<double> {
+    const toml::node *n = tbl.get(key);
+    if (!n)
+      return std::nullopt;
+    if (!n->is_number())
+      throw fail(*n, std::string(key) + " must be a number");
+    return n->value<double>();
+  };
+
+  if (auto s = string_of("iface"); s && !cli("iface"))
+    into.iface = *s;
+  if (const toml::node *n = tbl.get("ports"); n && !cli("ports")) {
+    const toml::array *arr = n->as_array();
+    if (!arr)
+      throw fail(*n, "ports must be an array of integers, e.g. [5000, 5001]");
+    into.ports.clear();
+    for (const toml::node &e : *arr) {
+      if (!e.is_integer())
+        throw fail(e, "ports must be an array of integers");
+      try {
+        into.ports.push_back(checked_port(*e.value<int64_t>(), ""));
+      } catch (const Error &err) {
+        throw fail(e, err.what());
+      }
+    }
+  }
+  if (auto d = number_of("interval"); d && !cli("interval")) {
+    if (!(*d >= 0.1 && *d <= 86400))
+      throw fail(*tbl.get("interval"), "interval must be between 0.1 and 86400 seconds");
+    into.interval_s = *d;
+  }
+  if (auto s = string_of("output"); s && !cli("output"))
+    into.output = *s;
+  if (auto s = string_of("format"); s && !cli("format")) {
+    try {
+      into.format = parse_format(*s, ExitCode::Config, "");
+    } catch (const Error &e) {
+      throw fail(*tbl.get("format"), e.what());
+    }
+  }
+  if (auto s = string_of("outliers_over"); s && !cli("outliers-over")) {
+    try {
+      into.outliers_over_ns = parse_duration_ns(*s, kUs);
+    } catch (const Error &e) {
+      throw fail(*tbl.get("outliers_over"), e.what());
+    }
+  }
+  if (auto d = number_of("outliers_max_per_sec"); d && !cli("outliers-max-per-sec")) {
+    if (*d < 1 || *d > 1e6)
+      throw fail(*tbl.get("outliers_max_per_sec"), "outliers_max_per_sec must be 1-1000000");
+    into.outliers_max_per_sec = static_cast<uint32_t>(*d);
+  }
+  if (auto s = string_of("metrics_listen"); s && !cli("metrics-listen"))
+    into.metrics_listen = *s;
+  if (auto d = number_of("ringbuf_mb"); d && !cli("ringbuf-mb"))
+    into.ringbuf_mb = static_cast<uint32_t>(*d);
+  if (const toml::node *n = tbl.get("verbose"); n && !cli("verbose")) {
+    if (!n->is_boolean())
+      throw fail(*n, "verbose must be true or false");
+    into.verbose = *n->value<bool>();
+  }
+}
+
+CommandLine parse_command_line(int argc, const char *const *argv) {
+  CommandLine result;
+  Options &o = result.options;
+  CLI::App app{"netlatd: where the time goes between a packet reaching the NIC and recvfrom() returning it.\n"
+               "Traces every matching packet through the kernel's receive path with BPF and writes\n"
+               "per-stage latency histograms as JSON lines, one per interval.",
+               "netlatd"};
+  app.set_version_flag("--version", std::string("netlatd ") + kVersion);
+  app.get_formatter()->column_width(34);
+
+  std::vector<int64_t> ports;
+  std::string interval = "10", format = "json", outliers;
+  app.add_option("-i,--iface", o.iface, "Network interface to trace (e.g. eth0, lo)");
+  app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
+  app.add_option("--interval", interval, "Seconds per report line (default 10; 500ms, 2s also work)");
+  app.add_option("-o,--output", o.output, "Where JSON lines go: - for stdout (default) or a file (appended)");
+  app.add_option("--format", format, "json (default, for log collectors) or text (for a person)");
+  app.add_option("-c,--config", o.config, "TOML config file; command-line flags override it");
+  app.add_option("--outliers-over", outliers,
+                 "Also write the whole timeline of each packet slower than this (e.g. 500us)");
+  app.add_option("--outliers-max-per-sec", o.outliers_max_per_sec, "Rate limit of outlier lines (default 10)");
+  app.add_option("--metrics-listen", o.metrics_listen, "Serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464)");
+  app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 4)");
+  app.add_option("--duration", o.duration_s, "Stop after this many seconds (default: run until signalled)");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
+  app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
+  app.add_flag("--demo", o.demo, "Trace loopback with traffic netlatd generates itself (defaults: lo, port 47000)");
+  app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface, 69 kernel lacks a\n"
+             "feature, 70 internal error, 73 output not writable, 77 not permitted, 78 bad config.\n"
+             "See netlatd(8) and docs/OUTPUT.md.");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp &) {
+    result.exit_now = 0;
+    result.exit_text = app.help();
+    return result;
+  } catch (const CLI::CallForVersion &) {
+    result.exit_now = 0;
+    result.exit_text = std::string("netlatd ") + kVersion + "\n";
+    return result;
+  } catch (const CLI::ParseError &e) {
+    std::string msg = e.what();
+    if (!msg.empty() && msg.back() == '\n')
+      msg.pop_back();
+    throw Error(ExitCode::Usage, msg + " (see --help)");
+  }
+
+  std::vector<std::string> set_on_cli;
+  for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
+                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose"}) {
+    if (app.count(std::string("--") + name) > 0)
+      set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
+  }
+  for (int64_t p : ports)
+    o.ports.push_back(checked_port(p, ""));
+  o.interval_s = static_cast<double>(parse_duration_ns(interval, kSec)) / 1e9;
+  o.format = parse_format(format, ExitCode::Usage, "");
+  if (!outliers.empty())
+    o.outliers_over_ns = parse_duration_ns(outliers, kUs);
+
+  if (!o.config.empty())
+    load_config_file(o.config, o, set_on_cli);
+
+  if (o.demo) {
+    if (o.iface.empty())
+      o.iface = "lo";
+    if (o.ports.empty())
+      o.ports.push_back(47000);
+    if (std::find(set_on_cli.begin(), set_on_cli.end(), "interval") == set_on_cli.end() && o.config.empty())
+      o.interval_s = 2;
+    if (std::find(set_on_cli.begin(), set_on_cli.end(), "format") == set_on_cli.end() && o.config.empty())
+      o.format = OutputFormat::Text;
+  }
+  std::sort(o.ports.begin(), o.ports.end());
+  o.ports.erase(std::unique(o.ports.begin(), o.ports.end()), o.ports.end());
+  validate(o);
+  return result;
+}
+
+}  // namespace netlatd
