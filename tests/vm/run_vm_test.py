@@ -83,10 +83,10 @@ def shared_libs(binary):
 
 
 def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd_args,
-                    extra_bins=(), guest_cmd=""):
+                    extra_bins=(), guest_cmd="", extra_files=()):
     root = os.path.join(work, "root")
     shutil.rmtree(root, ignore_errors=True)
-    for d in ("bin", "sbin", "etc", "lib", "lib64", "proc", "sys", "dev", "tmp", "run", "usr/bin"):
+    for d in ("bin", "sbin", "etc", "lib", "lib64", "proc", "sys", "dev", "tmp", "run", "opt", "usr/bin"):
         os.makedirs(os.path.join(root, d), exist_ok=True)
     busybox = shutil.which("busybox") or "/bin/busybox"
     if not os.path.exists(busybox):
@@ -119,6 +119,8 @@ def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd
             shutil.copy(os.path.realpath(lib), d)
             if os.path.dirname(lib) not in lib_dirs:
                 lib_dirs.append(os.path.dirname(lib))
+    for path in extra_files:
+        shutil.copy(path, os.path.join(root, "opt", os.path.basename(path)))
     with open(os.path.join(root, "etc", "netlatd-vm.conf"), "w") as f:
         f.write(f"NETLATD='{guest_netlatd}'\n")
         f.write(f"NETLATD_ARGS='{netlatd_args}'\n")
@@ -341,6 +343,8 @@ def main():
     ap.add_argument("--netlatd-args", default="", help="extra netlatd options, e.g. --verbose")
     ap.add_argument("--extra-bin", action="append", default=[],
                     help="another host binary (with its libraries) to ship to /usr/bin")
+    ap.add_argument("--extra-file", action="append", default=[],
+                    help="a file copied as is to the guest's /opt (debugging)")
     ap.add_argument("--guest-cmd", default="", help="shell command the guest runs first (debugging)")
     ap.add_argument("--timeout", type=int, default=280, help="seconds for the whole guest run")
     args = ap.parse_args()
@@ -360,7 +364,7 @@ def main():
     kernel = fetch_kernel(args.source_dir)
     image = build_initramfs(work, kernel, None if args.no_netlatd else args.netlatd, args.nlrx,
                             args.source_dir, args.datagrams, args.netlatd_args,
-                            args.extra_bin, args.guest_cmd)
+                            args.extra_bin, args.guest_cmd, args.extra_file)
 
     udp_port, tcp_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     accel = ["-accel", "kvm"] if os.access("/dev/kvm", os.R_OK | os.W_OK) else ["-accel", "tcg"]
