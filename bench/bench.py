@@ -311,6 +311,10 @@ class Bench:
             cmd = ["bpftrace", self.a.bt, str(ifindex), str(ports[0]), str(p2)]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
+        elif variant == "floor":
+            cmd = ["bpftrace", os.path.join(os.path.dirname(self.a.bt), "hook-floor.bt")]
+            pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
+            timeout = 60
         elif variant == "perf":
             path = os.path.join(self.tmp, "perf.data")
             if os.path.exists(path):
@@ -377,7 +381,7 @@ class Bench:
             out["perf_bytes"] = size
             out["perf_mb_per_s"] = size / 1e6 / dt if dt > 0 else None
             os.unlink(info["perf_data"]) if os.path.exists(info["perf_data"]) else None
-        elif variant == "bpftrace":
+        elif variant in ("bpftrace", "floor"):
             pr.stop(signal.SIGINT, timeout=30)
             for _, l in pr.lines["stdout"]:
                 if l.startswith("@matched:"):
@@ -388,8 +392,14 @@ class Bench:
             out["traced_packets"] = sum(int(j.get("packets", 0)) for j in lines
                                         if j.get("type") == "interval")
             out["drops"] = netlatd_drops(lines)
-            if pr.p.returncode != 0:
-                raise BenchError(f"{variant} exited {pr.p.returncode}: {pr.text()}")
+            out["exit"] = pr.p.returncode
+            out["final_line"] = any(j.get("final") for j in lines)
+            # Keep the figures, but a daemon that does not exit 0 on SIGTERM (or
+            # loses its final interval) is a bug worth failing the run for.
+            if pr.p.returncode != 0 or not out["final_line"]:
+                self.tracer_error(variant, f"exit {pr.p.returncode} on SIGTERM, final "
+                                  f"interval line {'written' if out['final_line'] else 'missing'}"
+                                  f": {pr.text(last=2)}")
         return out
 
     # ---- 1. round trips --------------------------------------------------------------
@@ -556,7 +566,7 @@ class Bench:
         if a.netlatd:
             tracers.append("netlatd")
         if "bpftrace" in self.variants():
-            tracers.append("bpftrace")
+            tracers += ["bpftrace", "floor"]
         for v in tracers:
             try:
                 tr, info = self.start_tracer(v, self.veth, self.veth_ifindex, [self.ports[2]])
@@ -650,7 +660,7 @@ class Bench:
             detach = tr.stop(signal.SIGTERM, timeout=10)
             rows.append({"attach_s": attach, "detach_s": detach, "exit": tr.p.returncode})
             if tr.p.returncode != 0:
-                self.tracer_error("netlatd", f"start/stop: exit {tr.p.returncode}: {tr.text()}")
+                self.tracer_error("netlatd", f"start/stop: exit {tr.p.returncode} on SIGTERM")
         self.results["startstop"] = {
             "reps": rows, "attach_ms": median([r["attach_s"] for r in rows]) * 1000,
             "detach_ms": median([r["detach_s"] for r in rows]) * 1000}
@@ -766,7 +776,17 @@ def render(res, md=False):
         table(["tracer", "received", "loss vs baseline"],
               [(v, f"{s['recv_pps'] / 1e3:.1f} kpps", f"{s['loss_pct']:.1f} %")
                for v, s in prr["summary"].items()])
+    floor_names = {"softirq_raise": "floor: reads one field",
+                   "softirq_entry": "floor: one bpf_ktime_get_ns"}
     for v, h in (res.get("hooks") or {}).items():
+        if v == "floor":
+            title("Floor on this host: classic tracepoint programs doing (almost) nothing, "
+                  "same flood, same BPF statistics")
+            table(["program", "runs", "ns/run"],
+                  [(floor_names.get(p["name"], p["name"]), p["run_cnt"],
+                    f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-")
+                   for p in h["progs"]])
+            continue
         title(f"BPF programs of {v} during a max-rate flood "
               f"({h['recv_pps'] / 1e3:.0f} kpps received; "
               f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per packet)")
@@ -794,8 +814,12 @@ def render(res, md=False):
     table(["target", "measured", "limit", "status"],
           [(w, v, l, {True: "met", False: "MISSED", None: "not measured"}[ok])
            for w, v, l, ok in res.get("targets", [])])
+    seen = {}
     for e in res.get("errors", []):
-        out.append(f"error: {e['variant']}: {e['message']}")
+        key = f"{e['variant']}: {e['message']}"
+        seen[key] = seen.get(key, 0) + 1
+    for key, n in seen.items():
+        out.append(f"error: {key}" + (f" (x{n})" if n > 1 else ""))
     for n in res.get("notes", []):
         out.append(f"note: {n}")
     return "\n".join(out)
