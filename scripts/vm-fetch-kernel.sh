@@ -9,7 +9,13 @@
 set -eu
 
 cache=${NETLATD_VM_CACHE:-/var/cache/netlatd-vm}
-mkdir -p "$cache"
+if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then
+  # Not root and no NETLATD_VM_CACHE: a per-user cache still avoids
+  # downloading on every run.
+  [ -z "${NETLATD_VM_CACHE:-}" ] || { echo "vm-fetch-kernel: $cache not writable" >&2; exit 1; }
+  cache=${XDG_CACHE_HOME:-$HOME/.cache}/netlatd-vm
+  mkdir -p "$cache"
+fi
 
 log() { echo "vm-fetch-kernel: $*" >&2; }
 

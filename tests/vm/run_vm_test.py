@@ -19,6 +19,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import shutil
 import socket
 import subprocess
@@ -152,7 +153,7 @@ class Guest:
         self.cond = threading.Condition()
         self.console = open(console_path, "w")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
 
@@ -196,8 +197,14 @@ class Guest:
 
     def kill(self):
         if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+            # SIGTERM, which timeout(1) passes on to qemu; SIGKILL would only
+            # kill timeout(1) itself.
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
         self.reader.join(5)
         self.console.close()
 
@@ -397,6 +404,8 @@ def main():
     ap.add_argument("--guest-cmd", default="", help="shell command the guest runs first (debugging)")
     ap.add_argument("--timeout", type=int, default=280, help="seconds for the whole guest run")
     args = ap.parse_args()
+    # SIGTERM (CTest, a person) unwinds through the finally: that kills qemu.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     if not args.no_netlatd and not args.netlatd:
         ap.error("--netlatd or --no-netlatd")
 
@@ -417,7 +426,9 @@ def main():
 
     udp_port, tcp_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     accel = ["-accel", "kvm"] if os.access("/dev/kvm", os.R_OK | os.W_OK) else ["-accel", "tcg"]
-    cmd = [qemu, *accel, "-m", "1024", "-smp", "2", "-nographic", "-no-reboot",
+    # qemu must not outlive this script even if it is SIGKILLed and no
+    # finally: runs: timeout(1) bounds its life on its own.
+    cmd = ["timeout", "-s", "KILL", str(args.timeout + 30), qemu, *accel, "-m", "1024", "-smp", "2", "-nographic", "-no-reboot",
            "-kernel", kernel["VMLINUZ"], "-initrd", image,
            "-append", "console=ttyS0 quiet panic=-1",
            "-netdev", f"user,id=n0,restrict=on,hostfwd=udp:127.0.0.1:{udp_port}-:5000,"
