@@ -469,10 +469,19 @@ class Bench:
                 if not rs:
                     continue
                 m50, m99 = median([r["p50_ns"] for r in rs]), median([r["p99_ns"] for r in rs])
+                # Deltas are paired: each run against the baseline of its own round,
+                # so drift in the machine's load over the bench cancels out.
+                by_round = {r["round"]: r for r in base}
+                d50 = [r["p50_ns"] - by_round[r["round"]]["p50_ns"] for r in rs
+                       if r["round"] in by_round]
+                d99 = [r["p99_ns"] - by_round[r["round"]]["p99_ns"] for r in rs
+                       if r["round"] in by_round]
                 s = {"runs": len(rs), "p50_ns": m50, "p99_ns": m99,
                      "mean_ns": median([r["mean_ns"] for r in rs]),
-                     "p50_delta_ns": m50 - b50, "p50_ratio": m50 / b50,
-                     "p99_delta_ns": m99 - b99, "p99_ratio": m99 / b99,
+                     "p50_delta_ns": median(d50), "p50_ratio": m50 / b50,
+                     "p99_delta_ns": median(d99), "p99_ratio": m99 / b99,
+                     "p50_min_ns": min(r["p50_ns"] for r in rs),
+                     "p50_max_ns": max(r["p50_ns"] for r in rs),
                      "lost": sum(r["lost"] for r in rs)}
                 if v == "perf":
                     s["perf_mb_per_s"] = median([r.get("perf_mb_per_s") for r in rs])
@@ -765,11 +774,13 @@ def render(res, md=False):
         for path, vs in rt["summary"].items():
             for v, s in vs.items():
                 extra = f"{s['perf_mb_per_s']:.2f} MB/s written" if s.get("perf_mb_per_s") else ""
-                rows.append((path, v, us(s["p50_ns"]), f"{s['p50_delta_ns'] / 1000:+.2f}",
+                rows.append((path, v, us(s["p50_ns"]),
+                             f"{us(s['p50_min_ns'])}–{us(s['p50_max_ns'])}",
+                             f"{s['p50_delta_ns'] / 1000:+.2f}",
                              f"{s['p50_ratio']:.3f}", us(s["p99_ns"]),
                              f"{s['p99_delta_ns'] / 1000:+.2f}", extra))
-        table(["path", "tracer", "p50 us", "p50 +us", "p50 x", "p99 us", "p99 +us", "note"],
-              rows)
+        table(["path", "tracer", "p50 us", "p50 range of runs", "p50 +us (paired)", "p50 x",
+               "p99 us", "p99 +us (paired)", "note"], rows)
     prr = res.get("packet_rate")
     if prr:
         title(f"Max UDP receive rate over veth ({prr['seconds']} s floods, medians)")
@@ -846,7 +857,7 @@ def main():
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
     a = ap.parse_args()
-    dflt = dict(rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
+    dflt = dict(rounds=(1, 7), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
                 startstop_reps=(2, 7))
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
