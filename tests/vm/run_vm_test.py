@@ -141,6 +141,7 @@ def build_initramfs(work, kernel, netlatd, nlrx, source_dir, udp_expect, netlatd
         gz.wait()
         if cpio.returncode or gz.returncode:
             raise RuntimeError("cpio | gzip failed")
+    shutil.rmtree(root)  # a copy of what is in the image now
     log(f"initramfs {os.path.getsize(image) // 1024} KiB")
     return image
 
@@ -456,6 +457,8 @@ def main():
             log(f"guest still running after {args.timeout} s: killing qemu")
     finally:
         guest.kill()
+        if not args.work:  # a temporary directory: keep only the console log
+            os.remove(image)
     v = judge(guest.lines, args, udp_sent, tcp_sent)
     log(f"took {time.monotonic() - started:.1f} s; console in {console}")
     if v.failures:
