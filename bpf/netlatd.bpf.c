@@ -37,6 +37,17 @@ const volatile __u64 targ_wakeup_bytes = 1 << 20;
 volatile __u32 cfg_ifindex = 0;
 volatile __u32 cfg_netns = 0; /* network namespace inode; 0 = any */
 volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
+/* Bits set by the first run of the key hooks: tells the daemon they are live
+ * (a freshly attached tracepoint program starts firing a moment later). */
+volatile __u32 armed = 0;
+#define ARMED_RECEIVE_SKB 1
+#define ARMED_SOCK_QUEUE 2
+#define ARMED_RECV_RETURN 4
+#define ARM(bit)                          \
+	do {                              \
+		if (!(armed & (bit)))     \
+			armed |= (bit);   \
+	} while (0)
 /* Set once any reading task is known: until then the scheduler hooks leave at once. */
 volatile __u32 readers_seen = 0;
 
@@ -221,6 +232,7 @@ struct l4_ports_seq {
 
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 {
+	ARM(ARMED_RECEIVE_SKB);
 	if ((__u32)BPF_CORE_READ(skb, dev, ifindex) != cfg_ifindex)
 		return 0;
 	if (cfg_netns && BPF_CORE_READ(skb, dev, nd_net.net, ns.inum) != cfg_netns)
@@ -413,6 +425,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 /* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
 static __always_inline int on_sk_data_ready(struct sock *sk)
 {
+	ARM(ARMED_SOCK_QUEUE);
 	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
 		return 0;
 	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
@@ -429,6 +442,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 /* UDP enqueue on kernels without sock:sk_data_ready (fexit: ret 0 = queued). */
 static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff *skb, int ret)
 {
+	ARM(ARMED_SOCK_QUEUE);
 	if (ret != 0)
 		return 0;
 	try_enqueue_skb(sk, skb, bpf_ktime_get_ns());
@@ -466,7 +480,7 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
 	if (r) {
 		r->last_wakeup = now;
-	} else if (hint && now - hint < 100000) {
+	} else if (hint && now - hint < 10000000) {
 		/* Woken by the enqueue just made on this CPU: it slept since
 		 * before that packet was queued, so its stamps hold from then. */
 		struct reader nr = {.valid_since = hint, .last_wakeup = now};
@@ -555,6 +569,7 @@ static __always_inline __u64 udp_next_skb(struct sock *sk)
 
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
+	ARM(ARMED_RECV_RETURN);
 	if (ret < 0 || (flags & MSG_PEEK_FLAG) || !sk)
 		return 0;
 	__u64 sk_key = (__u64)sk;

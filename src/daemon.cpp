@@ -219,9 +219,10 @@ int run_daemon(const Options &opts) {
   for (const HookChoice &c : plan.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
 
+  // Signals are blocked before any thread starts, so only the signalfd sees them.
+  Fd sigfd(make_signalfd());
   LineSink sink(opts.output);
   std::unique_ptr<DemoTraffic> demo;
-  Fd sigfd(make_signalfd());
 
   IntervalAggregator agg;
   RateLimit outlier_limit(opts.outliers_max_per_sec);
@@ -247,6 +248,7 @@ int run_daemon(const Options &opts) {
   Tracer tracer(plan, tcfg, on_record);
   TraceTarget target{iface->ifindex, current_netns_inode(), iface->irqs};
   tracer.set_target(target);
+  const bool live = tracer.wait_until_live(2000);
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
 
   if (opts.demo)
@@ -260,6 +262,8 @@ int run_daemon(const Options &opts) {
   ev.data.fd = tracer.ring_epoll_fd();
   epoll_ctl(ep.get(), EPOLL_CTL_ADD, tracer.ring_epoll_fd(), &ev);
 
+  if (!live)
+    spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
   spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready", iface->name,
                iface->ifindex, iface->irqs.size(), fmt::join(opts.ports, ","), tracer.programs_attached(), attach_ms);
   sd_notify(0, "READY=1");
@@ -374,6 +378,11 @@ int run_daemon(const Options &opts) {
       sd_notify(0, "WATCHDOG=1");
   }
   demo.reset();
+  auto c = tracer.counter_totals();
+  auto d = tracer.drop_totals();
+  spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
+               "losses: {}",
+               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED], fmt::join(d, " "));
   if (!sink.flush(500))
     spdlog::warn("output did not drain within 500 ms at exit");
   return 0;

@@ -1,6 +1,10 @@
 #include "netlatd/tracer.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdarg>
@@ -185,6 +189,36 @@ int Tracer::poll(int timeout_ms) {
   if (m < 0 && m != -EINTR)
     throw Error(ExitCode::Software, "ring buffer consume failed: " + errno_text(m));
   return std::max(n, 0) + std::max(m, 0);
+}
+
+bool Tracer::wait_until_live(int timeout_ms) {
+  // One datagram at a time over 127.0.0.1, from an ephemeral port to itself,
+  // until the receive, enqueue and receive-return hooks have all run once.
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  bool ok = false;
+  if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
+    const uint32_t all = 7;
+    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+      if ((__atomic_load_n(&impl_->skel->bss->armed, __ATOMIC_ACQUIRE) & all) == all) {
+        ok = true;
+        break;
+      }
+      char b = 0;
+      (void)sendto(fd, &b, 1, 0, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
+      usleep(10000);
+      while (recv(fd, &b, 1, 0) >= 0) {
+      }
+    }
+  }
+  close(fd);
+  return ok;
 }
 
 int Tracer::ring_epoll_fd() const { return ring_buffer__epoll_fd(impl_->ring); }

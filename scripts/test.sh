@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Sets up everything on a fresh Debian 12 machine (as root), builds netlatd and
+# runs every test tier: unit, bpf, service, vm. A tier that cannot run here
+# reports its tests SKIPPED with the reason. Exit status is CTest's.
+#
+#   scripts/test.sh               all tiers
+#   NETLATD_TIERS="unit bpf" scripts/test.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tiers=${NETLATD_TIERS:-"unit bpf service vm"}
+build=${NETLATD_BUILD_DIR:-build}
+
+extra=()
+[[ " $tiers " == *" vm "* ]] && extra+=(--vm)
+scripts/install-deps.sh "${extra[@]}"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build "$build" -j"$(nproc)"
+
+rc=0
+summary=()
+for tier in $tiers; do
+  echo "=== tier $tier"
+  log=$(mktemp)
+  set +e
+  ctest --test-dir "$build" -L "^${tier}\$" --output-on-failure 2>&1 | tee "$log"
+  trc=${PIPESTATUS[0]}
+  set -e
+  line=$(grep -E '^[0-9]+% tests passed' "$log" || echo "no tests")
+  skipped=$(grep -c -- '\*\*\*Skipped' "$log" || true)
+  summary+=("$tier: $line, $skipped skipped")
+  grep -E -A2 -- '\*\*\*Skipped' "$log" | grep -E 'SKIP|Skipped' | head -20 || true
+  rm -f "$log"
+  [ "$trc" -ne 0 ] && rc=$trc
+done
+echo "=== summary"
+printf '%s\n' "${summary[@]}"
+exit $rc

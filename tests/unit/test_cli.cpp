@@ -1,0 +1,149 @@
+// Bad input: one clear line on stderr and a documented exit code, checked on
+// the real binary. Also the config file (TOML) and its precedence.
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "netlatd/errors.hpp"
+#include "netlatd/options.hpp"
+#include "process.hpp"
+
+using namespace netlatd;
+using nltest::run_netlatd;
+
+namespace {
+
+int lines(const std::string &s) {
+  int n = 0;
+  for (char c : s)
+    n += c == '\n';
+  return n;
+}
+
+struct TempFile {
+  std::string path;
+  explicit TempFile(const std::string &content) {
+    char tmpl[] = "/tmp/netlatd-cfg-XXXXXX";
+    int fd = mkstemp(tmpl);
+    path = tmpl;
+    FILE *f = fdopen(fd, "w");
+    std::fputs(content.c_str(), f);
+    std::fclose(f);
+  }
+  ~TempFile() { unlink(path.c_str()); }
+};
+
+CommandLine parse(std::initializer_list<const char *> args) {
+  std::vector<const char *> argv{"netlatd"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return parse_command_line(static_cast<int>(argv.size()), argv.data());
+}
+
+ExitCode code_of(std::initializer_list<const char *> args) {
+  try {
+    parse(args);
+  } catch (const Error &e) {
+    return e.code();
+  }
+  return ExitCode::Ok;
+}
+
+}  // namespace
+
+TEST_CASE("usage errors exit 64 with one line", "[cli]") {
+  for (auto args : std::vector<std::vector<std::string>>{{"--iface", "lo", "--port", "0"},
+                                                        {"--iface", "lo", "--port", "65536"},
+                                                        {"--iface", "lo", "--port", "http"},
+                                                        {"--iface", "lo", "--port", "5000", "--interval", "0"},
+                                                        {"--iface", "lo", "--port", "5000", "--interval", "soon"},
+                                                        {"--iface", "lo", "--port", "5000", "--outliers-over", "5 parsecs"},
+                                                        {"--iface", "lo", "--port", "5000", "--format", "xml"},
+                                                        {"--iface", "lo"},
+                                                        {"--port", "5000"},
+                                                        {"--no-such-flag"}}) {
+    auto e = run_netlatd(args);
+    INFO(args.back());
+    CHECK(e.code == 64);
+    CHECK(e.err.rfind("netlatd: error: ", 0) == 0);
+    CHECK(lines(e.err) == 1);
+    CHECK(e.out.empty());
+  }
+}
+
+TEST_CASE("port range message names the port", "[cli]") {
+  auto e = run_netlatd({"--iface", "lo", "--port", "70000"});
+  CHECK(e.err == "netlatd: error: port 70000 is outside 1-65535\n");
+}
+
+TEST_CASE("unreadable config exits 66, bad config 78 with file:line:col", "[cli][config]") {
+  auto e = run_netlatd({"--config", "/nonexistent/netlatd.toml"});
+  CHECK(e.code == 66);
+  CHECK(e.err == "netlatd: error: cannot read config file '/nonexistent/netlatd.toml'\n");
+
+  TempFile bad("iface = \"lo\"\nports = [5000, 99999]\n");
+  e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + bad.path + ":2:16: port 99999 is outside 1-65535\n");
+
+  TempFile syntax("iface = \"lo\"\nports = [5000\ninterval = 1\n");
+  e = run_netlatd({"--config", syntax.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.find(syntax.path + ":3:") != std::string::npos);
+  CHECK(lines(e.err) == 1);
+
+  TempFile unknown("iface = \"lo\"\nportz = [5000]\n");
+  e = run_netlatd({"--config", unknown.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + unknown.path + ":2:9: unknown key 'portz'\n");
+}
+
+TEST_CASE("command line overrides the config file", "[config]") {
+  TempFile cfg("iface = \"eth7\"\nports = [5000, 5001]\ninterval = 3.5\nformat = \"text\"\n"
+               "outliers_over = \"2ms\"\n");
+  auto cl = parse({"--config", cfg.path.c_str(), "--iface", "lo", "--interval", "250ms"});
+  CHECK(cl.options.iface == "lo");
+  CHECK(cl.options.ports == std::vector<uint16_t>{5000, 5001});
+  CHECK(cl.options.interval_s == 0.25);
+  CHECK(cl.options.format == OutputFormat::Text);
+  CHECK(cl.options.outliers_over_ns == 2000000u);
+}
+
+TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
+  auto cl = parse({"--iface", "lo", "--port", "6000", "--port", "5000", "--port", "6000"});
+  CHECK(cl.options.ports == std::vector<uint16_t>{5000, 6000});
+  CHECK(parse_duration_ns("500us", 1) == 500000u);
+  CHECK(parse_duration_ns("1.5s", 1) == 1500000000u);
+  CHECK(parse_duration_ns("7", 1000) == 7000u);
+  CHECK(code_of({"--iface", "lo", "--port", "1", "--interval", "-1"}) == ExitCode::Usage);
+}
+
+TEST_CASE("--help and --version exit 0 on stdout", "[cli]") {
+  auto e = run_netlatd({"--help"});
+  CHECK(e.code == 0);
+  CHECK(e.out.find("--iface") != std::string::npos);
+  CHECK(e.out.find("Exit status") != std::string::npos);
+  e = run_netlatd({"--version"});
+  CHECK(e.code == 0);
+  CHECK(e.out.rfind("netlatd ", 0) == 0);
+}
+
+TEST_CASE("not permitted exits 77; unknown interface 68", "[cli]") {
+  if (geteuid() == 0) {
+    // Drop to nobody with no capabilities, as an unprivileged user would run it.
+    auto e = nltest::Process({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+                              NETLATD_BINARY, "--iface", "lo", "--port", "5000"});
+    REQUIRE(e.wait(10000));
+    CHECK(e.exit().code == 77);
+    CHECK(e.exit().err.rfind("netlatd: error: must run as root", 0) == 0);
+    auto n = run_netlatd({"--iface", "nosuch0", "--port", "5000"});
+    CHECK(n.code == 68);
+    CHECK(n.err == "netlatd: error: no such interface 'nosuch0'\n");
+  } else {
+    auto e = run_netlatd({"--iface", "lo", "--port", "5000"});
+    CHECK(e.code == 77);
+  }
+}

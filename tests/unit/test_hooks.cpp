@@ -1,0 +1,123 @@
+// Hook choice with a mocked kernel, so the fallback paths of both our kernels
+// are exercised here without root: 6.18 (tracepoints only, no fentry/kprobes)
+// and Debian's 6.1 (fentry works; sock:sk_data_ready, sock:sock_recv_length missing).
+#include <set>
+#include <string>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "netlatd/daemon.hpp"
+#include "netlatd/hooks.hpp"
+
+using namespace netlatd;
+
+namespace {
+
+class FakeKernel : public KernelFeatures {
+public:
+  bool fentry = false, tp_btf = true;
+  std::set<std::string> tracepoints = {"irq_handler_entry", "softirq_raise", "softirq_entry", "softirq_exit",
+                                       "netif_receive_skb", "tcp_probe",     "kfree_skb",     "sched_waking",
+                                       "sched_switch",      "skb_copy_datagram_iovec"};
+  std::set<std::string> functions = {"__udp_enqueue_schedule_skb", "sock_recvmsg"};
+
+  bool has_vmlinux_btf() const override { return true; }
+  bool has_ringbuf() const override { return true; }
+  bool can_attach(AttachKind kind, std::string_view target) const override {
+    std::string t(target);
+    switch (kind) {
+    case AttachKind::TpBtf: return tp_btf && tracepoints.count(t);
+    case AttachKind::RawTp: return tracepoints.count(t) > 0;
+    case AttachKind::Fentry:
+    case AttachKind::Fexit: return fentry && functions.count(t);
+    }
+    return false;
+  }
+  std::string kernel_release() const override { return "test"; }
+};
+
+FakeKernel kernel_6_18() {
+  FakeKernel k;
+  k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
+  return k;
+}
+
+FakeKernel kernel_6_1() {
+  FakeKernel k;
+  k.fentry = true;
+  return k;
+}
+
+}  // namespace
+
+TEST_CASE("6.18 profile: tracepoints everywhere, no fentry", "[hooks]") {
+  HookPlan plan = choose_hooks(kernel_6_18());
+  REQUIRE(plan.runnable());
+  CHECK(plan.label(Point::UdpEnqueue) == "tp_btf/sk_data_ready");
+  CHECK(plan.label(Point::RecvReturn) == "tp_btf/sock_recv_length");
+  CHECK(plan.label(Point::NetifReceiveSkb) == "tp_btf/netif_receive_skb");
+  for (const HookChoice &c : plan.choices) {
+    REQUIRE(c.chosen);
+    CHECK(c.chosen->kind == AttachKind::TpBtf);
+  }
+}
+
+TEST_CASE("6.1 profile: the sock tracepoints fall back to fexit", "[hooks]") {
+  HookPlan plan = choose_hooks(kernel_6_1());
+  REQUIRE(plan.runnable());
+  CHECK(plan.label(Point::UdpEnqueue) == "fexit/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
+  CHECK(plan.label(Point::TcpEnqueue) == "tp_btf/tcp_probe");
+  ReportHeader h;
+  fill_stage_hooks(h, plan, 1);
+  for (Stage s : kAllStages)
+    CHECK(h.stages[static_cast<size_t>(s)].applicable);
+  CHECK(h.stages[static_cast<size_t>(Stage::OnCpu)].end_hook == "fexit/sock_recvmsg");
+}
+
+TEST_CASE("without tp_btf, raw_tp is chosen", "[hooks]") {
+  FakeKernel k = kernel_6_18();
+  k.tp_btf = false;
+  HookPlan plan = choose_hooks(k);
+  CHECK(plan.label(Point::NetifReceiveSkb) == "raw_tp/netif_receive_skb");
+  CHECK(plan.label(Point::RecvReturn) == "raw_tp/sock_recv_length");
+  // sk_data_ready has no raw_tp variant in the table and fexit is off: required point missing.
+  CHECK_FALSE(plan.runnable());
+  CHECK(plan.missing_required == std::vector<std::string>{"udp_enqueue"});
+}
+
+TEST_CASE("a kernel with neither sock tracepoints nor fentry cannot run", "[hooks]") {
+  FakeKernel k;  // 6.1-like tracepoints, but fentry refused
+  HookPlan plan = choose_hooks(k);
+  CHECK_FALSE(plan.runnable());
+  CHECK(plan.missing_required == std::vector<std::string>{"udp_enqueue", "recv_return"});
+}
+
+TEST_CASE("irq stage is not applicable on an interface without IRQ lines", "[hooks]") {
+  HookPlan plan = choose_hooks(kernel_6_18());
+  ReportHeader h;
+  fill_stage_hooks(h, plan, 0);
+  const auto &irq = h.stages[static_cast<size_t>(Stage::Irq)];
+  CHECK_FALSE(irq.applicable);
+  CHECK(irq.why_not.find("no IRQ lines") != std::string::npos);
+  CHECK(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
+}
+
+TEST_CASE("softirq stage needs both entry and exit hooks", "[hooks]") {
+  FakeKernel k = kernel_6_18();
+  k.tracepoints.erase("softirq_exit");
+  HookPlan plan = choose_hooks(k);
+  CHECK(plan.label(Point::SoftirqEntry).empty());
+  ReportHeader h;
+  fill_stage_hooks(h, plan, 2);
+  CHECK_FALSE(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
+  CHECK_FALSE(h.stages[static_cast<size_t>(Stage::Irq)].applicable);
+}
+
+TEST_CASE("every candidate program names a distinct BPF program", "[hooks]") {
+  std::set<std::string> names;
+  for (const HookPoint &p : hook_points())
+    for (const HookCandidate &c : p.candidates)
+      CHECK(names.insert(std::string(c.program)).second);
+  CHECK(names.size() >= hook_points().size());
+}
