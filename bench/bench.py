@@ -210,7 +210,7 @@ class Bench:
         self.cleanups = []
         self.results = {"schema": 1, "smoke": a.smoke, "errors": [], "notes": []}
         self.tracer_failures = []
-        self.tmp = tempfile.mkdtemp(prefix="netlatd-bench-")
+        self.tmp = tempfile.mkdtemp(prefix="nlbench-")
         self.cleanups.append(lambda: shutil.rmtree(self.tmp, ignore_errors=True)
                              if not a.keep_logs else log(f"logs kept in {self.tmp}"))
         pid = os.getpid()
@@ -271,7 +271,7 @@ class Bench:
         self.cleanups.clear()
 
     def tool(self, name):
-        return os.path.join(self.a.tools, f"netlatd-bench-{name}")
+        return os.path.join(self.a.tools, f"nlbench-{name}")
 
     def ns_cmd(self, cmd):
         return ["ip", "netns", "exec", self.ns] + cmd
@@ -563,7 +563,7 @@ class Bench:
     def hook_costs(self):
         """Run time per BPF program during a max-rate flood, for netlatd and bpftrace."""
         a = self.a
-        out = {}
+        out = self.results["hooks"] = {}
         with open(STATS_SYSCTL) as f:
             orig = f.read().strip()
 
@@ -614,7 +614,6 @@ class Bench:
                       "traced_packets": extra.get("traced_packets")}
             log(f"hook cost {v}: {len(progs)} programs, "
                 f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
-        self.results["hooks"] = out
 
     # ---- 4. daemon cost ---------------------------------------------------------------------
 
@@ -623,7 +622,7 @@ class Bench:
         if not a.netlatd:
             self.results["notes"].append("daemon cost: netlatd not available, skipped")
             return
-        rows = []
+        rows = self.results["daemon"] = []
         for rate in a.rates:
             tr = self.start_netlatd(self.veth, [self.ports[2]])
             if not tr.wait_ready(15):
@@ -648,7 +647,6 @@ class Bench:
             rows.append(row)
             log(f"daemon cost at {rate or 'max'} pps: {row['cpu_pct']:.2f} % CPU, "
                 f"VmHWM {hwm} KiB, drops {row['drops']}")
-        self.results["daemon"] = rows
 
     # ---- 5. start-up / shut-down -------------------------------------------------------------
 
@@ -843,8 +841,12 @@ def render(res, md=False):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--tools", required=True, help="directory of netlatd-bench-* tools")
-    ap.add_argument("--netlatd", help="netlatd binary (netlatd variants skipped without it)")
+    ap.add_argument("--tools", required=True, help="directory of the nlbench-* tools")
+    # run.sh passes the daemon in the environment: a process whose command line
+    # says "netlatd" is fair game for someone's `pkill -f netlatd` on a shared host.
+    ap.add_argument("--netlatd", default=os.environ.get("NLBENCH_DAEMON") or None,
+                    help="netlatd binary (default $NLBENCH_DAEMON; its variants are "
+                         "skipped without it)")
     ap.add_argument("--bt", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "netdev-stages.bt"))
     ap.add_argument("--out", default="bench-results.json")

@@ -1,7 +1,7 @@
 // UDP flood for bench/: a bounded sender (sendmmsg) and a counting receiver (recvmmsg).
 //
-//   netlatd-bench-flood recv --bind 10.201.3.1:47100 [--seconds 30] [--idle-ms 300]
-//   netlatd-bench-flood send --to 10.201.3.1:47100 --seconds 3 [--rate PPS] [--max-packets N]
+//   nlbench-flood recv --bind 10.201.3.1:47100 [--seconds 30] [--idle-ms 300]
+//   nlbench-flood send --to 10.201.3.1:47100 --seconds 3 [--rate PPS] [--max-packets N]
 //                            [--size 64]
 //
 // The sender stops at whichever comes first of --seconds and --max-packets; --rate 0

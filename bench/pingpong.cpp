@@ -1,8 +1,8 @@
 // UDP ping-pong for bench/: the client sends one datagram, the server echoes it,
 // the client times each round trip with CLOCK_MONOTONIC and prints one JSON line.
 //
-//   netlatd-bench-pingpong server --bind 127.0.0.1:47001 [--seconds 600]
-//   netlatd-bench-pingpong client --to 127.0.0.1:47001 [--bind 127.0.0.1:47002]
+//   nlbench-pingpong server --bind 127.0.0.1:47001 [--seconds 600]
+//   nlbench-pingpong client --to 127.0.0.1:47001 [--bind 127.0.0.1:47002]
 //                                 [--count 20000] [--warmup 2000] [--size 64]
 //
 // Only IPv4 literals are accepted: bench/ sends to loopback or into a namespace

@@ -49,13 +49,13 @@ trap 'exit 130' INT TERM
 tools_dir=""
 mkdir -p "$build_dir"
 if { [ -f "$build_dir/CMakeCache.txt" ] || cmake -S "$repo" -B "$build_dir" >"$build_dir/bench-configure.log" 2>&1; } &&
-   cmake --build "$build_dir" -j"$(nproc)" --target netlatd-bench-pingpong netlatd-bench-flood >/dev/null; then
+   cmake --build "$build_dir" -j"$(nproc)" --target nlbench-pingpong nlbench-flood >/dev/null; then
   tools_dir=$build_dir/bench
 else
   log "warning: CMake build of the bench tools failed; compiling them directly"
-  tools_tmp=$(mktemp -d /tmp/netlatd-bench-tools.XXXXXX)
+  tools_tmp=$(mktemp -d /tmp/nlbench-tools.XXXXXX)
   for t in pingpong flood; do
-    c++ -std=c++20 -O2 -Wall -Wextra -o "$tools_tmp/netlatd-bench-$t" "$repo/bench/$t.cpp"
+    c++ -std=c++20 -O2 -Wall -Wextra -o "$tools_tmp/nlbench-$t" "$repo/bench/$t.cpp"
   done
   tools_dir=$tools_tmp
 fi
@@ -70,7 +70,8 @@ if [ -z "$netlatd" ]; then
 fi
 
 args=(--tools "$tools_dir" --netns "$netns")
-[ -n "$netlatd" ] && args+=(--netlatd "$netlatd")
+# The daemon goes in the environment, not on bench.py's command line (see bench.py).
+[ -n "$netlatd" ] && export NLBENCH_DAEMON=$netlatd
 # bench.py is the foreground child: SIGINT/SIGTERM reach it too and it cleans up first.
 set +e
 /usr/bin/python3 "$repo/bench/bench.py" "${args[@]}" "${pass[@]}"
