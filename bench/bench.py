@@ -49,7 +49,7 @@ class BenchError(Exception):
 
 
 class Stopped(Exception):
-    pass
+    """A stop signal arrived (see watch_signals)."""
 
 
 def log(msg):
@@ -62,7 +62,8 @@ def median(xs):
 
 
 def run(cmd, check=True, timeout=30, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                       preexec_fn=unblock_stop_signals, **kw)
     if check and r.returncode != 0:
         raise BenchError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
     return r
@@ -81,7 +82,7 @@ class Proc:
         self.t_start = time.monotonic()
         self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True, bufsize=1,
-                                  start_new_session=True)
+                                  start_new_session=True, preexec_fn=unblock_stop_signals)
         bench.procs.append(self)
         self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True)
                         for s in ("stdout", "stderr")]
@@ -839,6 +840,42 @@ def render(res, md=False):
     return "\n".join(out)
 
 
+STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+stop_reason = []
+
+
+def watch_signals():
+    """Stop on SIGTERM/SIGINT/SIGHUP, saying who sent it: on a shared host a stray
+    `pkill` from someone else is otherwise indistinguishable from a real stop.
+    The signals are blocked in every thread and taken by one with sigwaitinfo;
+    children get them unblocked again (see Proc)."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+    def stop(_signum, _frame):
+        raise Stopped(stop_reason[-1] if stop_reason else "stop signal")
+    # A handler of our own: SIGINT may be ignored (a background job), and then
+    # Python has no handler for interrupt_main() to run.
+    signal.signal(signal.SIGUSR1, stop)
+
+    def waiter():
+        info = signal.sigwaitinfo(STOP_SIGNALS)
+        try:
+            with open(f"/proc/{info.si_pid}/cmdline", "rb") as f:
+                who = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            who = "?"
+        stop_reason.append(f"signal {info.si_signo} from pid {info.si_pid} ({who[:200]})")
+        log(f"stopping: {stop_reason[-1]}")
+        import _thread
+        _thread.interrupt_main(signal.SIGUSR1)
+
+    threading.Thread(target=waiter, daemon=True).start()
+
+
+def unblock_stop_signals():
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tools", required=True, help="directory of the nlbench-* tools")
@@ -879,10 +916,7 @@ def main():
 
     b = Bench(a)
 
-    def on_signal(signum, _frame):
-        raise Stopped(f"signal {signum}")
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    watch_signals()
     t0 = time.monotonic()
     rc = 0
     try:
@@ -894,10 +928,11 @@ def main():
                  "daemon": b.daemon_cost, "startstop": b.startstop}
         for p in parts:
             steps[p]()
-    except (BenchError, Stopped, subprocess.TimeoutExpired, OSError) as e:
-        log(f"error: {e}")
-        b.results["errors"].append({"variant": "bench", "message": str(e)})
-        rc = 1
+    except (BenchError, Stopped, subprocess.TimeoutExpired, OSError, KeyboardInterrupt) as e:
+        msg = stop_reason[0] if stop_reason else f"{type(e).__name__}: {e}"
+        log(f"error: {msg}")
+        b.results["errors"].append({"variant": "bench", "message": msg})
+        rc = 130 if stop_reason else 1
     finally:
         b.cleanup()
     b.results["host"]["loadavg_end"] = os.getloadavg()[0]
