@@ -419,6 +419,9 @@ class Bench:
         }
         variants = self.variants()
         runs = []
+        # Registered now so that the runs done survive a stop half-way.
+        self.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
+                                     "summary": {}, "runs": runs}
         failed = set()
         for name, pth in paths.items():
             srv = Proc(self, f"pingpong-server-{name}", pth["srv_cmd"],
@@ -489,8 +492,7 @@ class Bench:
                 if any("traced_packets" in r for r in rs):
                     s["traced_packets_per_run"] = median([r.get("traced_packets") for r in rs])
                 summary.setdefault(name, {})[v] = s
-        self.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
-                                     "summary": summary, "runs": runs}
+        self.results["roundtrip"]["summary"] = summary
 
     # ---- floods -------------------------------------------------------------------------
 
@@ -778,6 +780,8 @@ def render(res, md=False):
         for path, vs in rt["summary"].items():
             for v, s in vs.items():
                 extra = f"{s['perf_mb_per_s']:.2f} MB/s written" if s.get("perf_mb_per_s") else ""
+                if s.get("traced_packets_per_run") is not None:
+                    extra = f"{s['traced_packets_per_run']:.0f} packets traced a run"
                 rows.append((path, v, us(s["p50_ns"]),
                              f"{us(s['p50_min_ns'])}–{us(s['p50_max_ns'])}",
                              f"{s['p50_delta_ns'] / 1000:+.2f}",
