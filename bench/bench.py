@@ -177,6 +177,20 @@ def proc_status_kib(pid, key):
     return None
 
 
+def bpf_map_rss_kib(pid):
+    """RSS of the process's mmap'ed BPF maps (the ring buffer): kernel memory, but
+    counted in VmRSS/VmHWM, so the daemon's own heap can be told apart from it."""
+    total, in_map = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            first = line.split(None, 1)[0]
+            if "-" in first and not first.endswith(":"):
+                in_map = "bpf-map" in line
+            elif in_map and first == "Rss:":
+                total += int(line.split()[1])
+    return total
+
+
 def bpf_prog_ids_of(pid):
     """Program ids held open by a process: exact, unlike name or load-time matching."""
     ids = []
@@ -640,12 +654,14 @@ class Bench:
                 t0, c0 = f.pop("ctx")
                 t1, c1 = time.monotonic(), proc_cpu_ticks(pid)
                 hwm = proc_status_kib(pid, "VmHWM")
+                map_rss = bpf_map_rss_kib(pid)
             finally:
                 extra = self.stop_tracer("netlatd", tr, {})
             row = {"rate_target": rate, "recv_pps": f["recv_pps"], "received": f["received"],
                    "cpu_pct": (c1 - c0) / CLK_TCK / (t1 - t0) * 100,
                    "cpu_resolution_pct": 1 / CLK_TCK / (t1 - t0) * 100,
-                   "vmhwm_kib": hwm, "traced_packets": extra.get("traced_packets"),
+                   "vmhwm_kib": hwm, "bpf_map_rss_kib": map_rss,
+                   "traced_packets": extra.get("traced_packets"),
                    "drops": extra.get("drops", {})}
             rows.append(row)
             log(f"daemon cost at {rate or 'max'} pps: {row['cpu_pct']:.2f} % CPU, "
@@ -817,10 +833,12 @@ def render(res, md=False):
                for p in h["progs"]])
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
-        table(["target pps", "received pps", "CPU %", "VmHWM MiB", "traced/received", "drops"],
+        table(["target pps", "received pps", "CPU %", "VmHWM MiB", "of it BPF maps MiB",
+               "traced/received", "drops"],
               [(r["rate_target"] or "max", f"{r['recv_pps']:.0f}",
                 f"{r['cpu_pct']:.2f} (±{r['cpu_resolution_pct']:.2f})",
                 f"{r['vmhwm_kib'] / 1024:.1f}" if r["vmhwm_kib"] else "n/a",
+                f"{r.get('bpf_map_rss_kib', 0) / 1024:.1f}",
                 f"{(r['traced_packets'] or 0) / r['received']:.3f}" if r["received"] else "n/a",
                 json.dumps(r["drops"], separators=(",", ":")))
                for r in res["daemon"]])
