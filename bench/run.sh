@@ -7,7 +7,8 @@
 # Builds the bench tools (and netlatd, unless --netlatd is given) in DIR
 # (default: $NETLATD_BUILD_DIR, else <repo>/build), then runs bench/bench.py as root.
 # Exit: 0 = ran (targets may be missed; see the table), 1 = the bench broke,
-# 3 = netlatd could not be measured, 77 = cannot run here (not root), 64 = usage.
+# 2 = usage, 3 = netlatd could not be measured, 77 = cannot run here (not root),
+# 130 = stopped by a signal (bench.py names its sender).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -18,7 +19,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build_dir=$2; shift 2 ;;
     --netlatd) netlatd=$2; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; /usr/bin/python3 "$repo/bench/bench.py" --help; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; /usr/bin/python3 "$repo/bench/bench.py" --help; exit 0 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
