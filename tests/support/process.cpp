@@ -109,6 +109,22 @@ bool Process::wait_for_stderr(const std::string &needle, int timeout_ms) {
   return false;
 }
 
+Daemon::Daemon(std::vector<std::string> argv, std::vector<std::string> env) {
+  env.push_back(notify_.env());
+  proc_ = std::make_unique<Process>(std::move(argv), std::move(env));
+}
+
+bool Daemon::wait_ready(int timeout_ms) {
+  // Short slices, so a daemon that exits early is noticed at once.
+  for (int waited = 0; waited < timeout_ms; waited += 100) {
+    if (notify_.wait_for_line("READY=1", 100))
+      return true;
+    if (proc_->wait(0))
+      return false;
+  }
+  return false;
+}
+
 Exit run_netlatd(const std::vector<std::string> &args, int timeout_ms) {
   std::vector<std::string> argv{NETLATD_BINARY};
   argv.insert(argv.end(), args.begin(), args.end());

@@ -3,8 +3,11 @@
 // its life as a service: output captured to files, real signals, timeouts.
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "notify_socket.hpp"
 
 namespace nltest {
 
@@ -38,6 +41,23 @@ private:
   bool running_ = false;
   Exit exit_;
   std::string dir_;
+};
+
+// A child started as a service manager starts netlatd: with NOTIFY_SOCKET
+// set, so that readiness is the daemon's own READY=1 (sent once every program
+// is attached and live), not a guess from its log.
+class Daemon {
+public:
+  explicit Daemon(std::vector<std::string> argv, std::vector<std::string> env = {});
+  // True once READY=1 arrived; false on timeout or if the process exited.
+  bool wait_ready(int timeout_ms);
+  Process &proc() { return *proc_; }
+  Process *operator->() { return proc_.get(); }
+  NotifySocket &notify() { return notify_; }
+
+private:
+  NotifySocket notify_;
+  std::unique_ptr<Process> proc_;
 };
 
 // Runs netlatd with arguments to completion (timeout_ms), returns its exit.

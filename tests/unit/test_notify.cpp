@@ -2,18 +2,17 @@
 // NOTIFY_SOCKET: what the daemon sends is exactly what systemd would read.
 #include <catch2/catch_test_macros.hpp>
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "netlatd/notify.hpp"
+#include "notify_socket.hpp"
+
+using nltest::NotifySocket;
 
 namespace {
 
@@ -42,47 +41,6 @@ private:
   std::optional<std::string> old_;
 };
 
-class FakeSystemd {
-public:
-  FakeSystemd() {
-    char tmpl[] = "/tmp/netlatd-notify-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    dir_ = tmpl;
-    path_ = dir_ + "/notify.sock";
-    fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    REQUIRE(fd_ >= 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    REQUIRE(path_.size() < sizeof(addr.sun_path));
-    std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
-    REQUIRE(::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0);
-  }
-  ~FakeSystemd() {
-    ::close(fd_);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-  FakeSystemd(const FakeSystemd &) = delete;
-  FakeSystemd &operator=(const FakeSystemd &) = delete;
-
-  const std::string &path() const { return path_; }
-
-  // The next datagram, or "" after two seconds (a test that waits forever
-  // would hide the failure behind CTest's timeout).
-  std::string receive() {
-    pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, 2000) != 1)
-      return {};
-    char buf[4096];
-    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{};
-  }
-
-private:
-  std::string dir_, path_;
-  int fd_ = -1;
-};
-
 }  // namespace
 
 TEST_CASE("Notifier does nothing without NOTIFY_SOCKET", "[notify]") {
@@ -101,7 +59,7 @@ TEST_CASE("Notifier does nothing without NOTIFY_SOCKET", "[notify]") {
 }
 
 TEST_CASE("Notifier sends READY, STATUS, RELOADING, STOPPING datagrams", "[notify]") {
-  FakeSystemd systemd;
+  NotifySocket systemd;
   EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
   EnvGuard usec("WATCHDOG_USEC", nullptr);
   EnvGuard wpid("WATCHDOG_PID", nullptr);
@@ -139,7 +97,7 @@ TEST_CASE("Notifier sends READY, STATUS, RELOADING, STOPPING datagrams", "[notif
 }
 
 TEST_CASE("Notifier feeds the watchdog only when it is meant for this process", "[notify]") {
-  FakeSystemd systemd;
+  NotifySocket systemd;
   EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
   EnvGuard usec("WATCHDOG_USEC", "30000000");
 

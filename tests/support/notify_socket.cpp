@@ -1,0 +1,66 @@
+#include "notify_socket.hpp"
+
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+#include <stdexcept>
+
+namespace nltest {
+
+NotifySocket::NotifySocket() {
+  char tmpl[] = "/tmp/netlatd-notify-XXXXXX";
+  if (!::mkdtemp(tmpl))
+    throw std::runtime_error("mkdtemp failed");
+  dir_ = tmpl;
+  path_ = dir_ + "/notify.sock";
+  fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (fd_ < 0 || path_.size() >= sizeof(addr.sun_path))
+    throw std::runtime_error("cannot create a notify socket");
+  std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
+  if (::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+    throw std::runtime_error("cannot bind the notify socket " + path_);
+}
+
+NotifySocket::~NotifySocket() {
+  if (fd_ >= 0)
+    ::close(fd_);
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string NotifySocket::receive(int timeout_ms) {
+  pollfd p{fd_, POLLIN, 0};
+  if (::poll(&p, 1, timeout_ms) != 1)
+    return {};
+  char buf[4096];
+  const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+  if (n <= 0)
+    return {};
+  received_.emplace_back(buf, static_cast<size_t>(n));
+  return received_.back();
+}
+
+bool NotifySocket::wait_for_line(const std::string &line, int timeout_ms) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    if (left <= 0)
+      return false;
+    std::istringstream msg(receive(static_cast<int>(left)));
+    for (std::string l; std::getline(msg, l);)
+      if (l == line)
+        return true;
+  }
+}
+
+}  // namespace nltest
