@@ -9,7 +9,10 @@
  *   netif_receive_skb -> enqueue  the skb address (map `inflight`)
  *   enqueue -> receive return     a FIFO per socket (map `sockets`): UDP pops one datagram
  *                                 per receive call, TCP pops every segment below copied_seq
- *   wakeup / on-CPU               per reading task (map `readers`)
+ *   wakeup                        the enqueue leaves a per-CPU hint naming its FIFO slot;
+ *                                 the waking it causes next on that CPU stamps the slot
+ *   on-CPU, copy                  per-CPU: the task a receive call returns in has run on
+ *                                 this CPU since the last sched_switch here, which put it on
  *
  * Every hook has two or three variants (tp_btf, raw_tp, fentry/fexit) that
  * share one __always_inline handler; user space keeps the one the running
@@ -48,8 +51,6 @@ volatile __u32 armed = 0;
 		if (!(armed & (bit)))     \
 			armed |= (bit);   \
 	} while (0)
-/* Set once any reading task is known: until then the scheduler hooks leave at once. */
-volatile __u32 readers_seen = 0;
 
 struct sock_fifo_slot {
 	struct netlatd_packet pkt;
@@ -67,23 +68,29 @@ struct sock_fifo {
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
 
-struct reader {
-	__u64 valid_since; /* on-CPU/wakeup stamps are known for packets queued after this */
-	__u64 last_wakeup;
-	__u64 last_oncpu;
-	__u64 last_copy;
-};
-
 struct cpu_state {
 	__u64 irq_ts;        /* last NIC IRQ on this CPU */
 	__u64 raise_ts;      /* last NET_RX raise on this CPU */
 	__u64 softirq_ts;    /* entry of the current (or last) NET_RX run */
 	__u64 run_irq_ts;    /* the IRQ that started the current run, 0 if none */
 	__u64 run_raise_ts;  /* the raise that started the current run, 0 if none */
-	__u64 wake_hint_ts;  /* a tracked packet was just queued: the next waking is its reader */
+	/* A tracked packet was just queued on a socket with a sleeping reader
+	 * (or, where the enqueue is only seen after the fact, just matched):
+	 * the next waking on this CPU is that reader's. */
+	__u64 wake_hint_ts;
+	__u64 wake_hint_sk;  /* the socket: the packet is in slot wake_hint_idx of its FIFO */
+	__u64 wake_hint_skb; /* or the skb: the packet is still in `inflight` */
+	__u32 wake_hint_idx;
+	/* The last task switched in on this CPU, and when: the task a receive
+	 * call returns in has been on CPU since then. */
+	__u32 oncpu_tid;
+	__u64 oncpu_ts;
+	/* The last skb_copy_datagram_iovec on this CPU. */
+	__u64 copy_ts;
+	__u32 copy_tid;
 	__u8 in_net_rx;
 	__u8 in_ksoftirqd;
-	__u8 _pad[6];
+	__u8 _pad[2];
 };
 
 struct {
@@ -104,13 +111,6 @@ struct {
 	__type(key, __u64); /* sock address */
 	__type(value, struct sock_fifo);
 } sockets SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 4096);
-	__type(key, __u32); /* tid */
-	__type(value, struct reader);
-} readers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -326,6 +326,11 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		return 0;
 	}
 	COUNT(counters, NETLATD_CNT_MATCHED);
+	if (cs) {
+		cs->wake_hint_ts = now;
+		cs->wake_hint_skb = key;
+		cs->wake_hint_sk = 0;
+	}
 	return 0;
 }
 
@@ -351,9 +356,23 @@ static __always_inline struct sock_fifo *fifo_get(__u64 sk_key, __u8 l4proto, bo
 	return st;
 }
 
-/* Moves the in-flight packet of `skb` to the FIFO of `sk`. */
+/* Someone waits on the socket's wait queue (what the kernel checks before a wake-up). */
+static __always_inline bool has_sleeper(void *sk)
+{
+	struct socket_wq *wq = BPF_CORE_READ((struct sock *)sk, sk_wq);
+	if (!wq)
+		return false;
+	struct list_head *first = BPF_CORE_READ(wq, wait.head.next);
+	return first && first != &wq->wait.head;
+}
+
+/* Moves the in-flight packet of `skb` to the FIFO of `sk`. `after` says the
+ * hook runs after the enqueue call returned (fexit), so after the wake-up it
+ * made: a wake-up stamped meanwhile is this packet's, and bounds its queue
+ * time better than `now`. Before the wake-up (tracepoints), a wake-up stamp
+ * can only be an unrelated one. */
 static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
-					    __u64 now)
+					    __u64 now, bool after)
 {
 	struct sock_fifo *st = fifo_get((__u64)sk, pkt->l4proto, true);
 	if (!st) {
@@ -370,7 +389,14 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 	__builtin_memcpy(&slot->pkt, pkt, sizeof(*pkt));
-	slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
+	__u64 woke = pkt->stamp_ns[NETLATD_STAMP_WAKEUP];
+	if (after && woke && woke < now) {
+		slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = woke;
+	} else {
+		slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
+		slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+		slot->pkt.flags &= ~NETLATD_PKT_WOKEN;
+	}
 	slot->end_seq = pkt->reader_tid;
 	slot->pkt.reader_tid = 0;
 	slot->skb = skb_key;
@@ -379,19 +405,28 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 	bpf_map_delete_elem(&inflight, &skb_key);
 	COUNT(counters, NETLATD_CNT_QUEUED);
 
-	/* The task this enqueue wakes (sched_waking, next on this CPU) is a reader. */
+	/* The data-ready call that follows wakes a reader only if one sleeps
+	 * on the socket; then that waking is the next one on this CPU. */
 	struct cpu_state *cs = this_cpu();
-	if (cs)
+	if (!cs)
+		return;
+	cs->wake_hint_skb = 0;
+	if (has_sleeper(sk)) {
 		cs->wake_hint_ts = now;
+		cs->wake_hint_sk = (__u64)sk;
+		cs->wake_hint_idx = idx;
+	} else {
+		cs->wake_hint_ts = 0;
+	}
 }
 
-static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now)
+static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now, bool after)
 {
 	__u64 key = (__u64)skb;
 	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
 	if (!pkt)
 		return false;
-	enqueue_tracked(sk, key, pkt, now);
+	enqueue_tracked(sk, key, pkt, now, after);
 	return true;
 }
 
@@ -417,7 +452,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	}
 	for (int i = UDP_TAIL_WALK - 1; i >= 0; i--) {
 		if (i < n && found[i])
-			try_enqueue_skb(sk, found[i], now);
+			try_enqueue_skb(sk, found[i], now, false);
 	}
 	return n;
 }
@@ -445,7 +480,11 @@ static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff
 	ARM(ARMED_SOCK_QUEUE);
 	if (ret != 0)
 		return 0;
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns());
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), true);
+	/* The wake-up, if any, happened inside the call: no hint is pending. */
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->wake_hint_ts = 0;
 	return 0;
 }
 
@@ -454,7 +493,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 {
 	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
 		return 0;
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns());
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
 	return 0;
 }
 
@@ -472,52 +511,59 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb)
 static __always_inline int on_sched_waking(struct task_struct *p)
 {
 	struct cpu_state *cs = this_cpu();
-	__u64 hint = cs ? cs->wake_hint_ts : 0;
-	if (!hint && !readers_seen)
+	if (!cs || !cs->wake_hint_ts)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	__u32 tid = BPF_CORE_READ(p, pid);
-	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
-	if (r) {
-		r->last_wakeup = now;
-	} else if (hint && now - hint < 10000000) {
-		/* Woken by the enqueue just made on this CPU: it slept since
-		 * before that packet was queued, so its stamps hold from then. */
-		struct reader nr = {.valid_since = hint, .last_wakeup = now};
-		bpf_map_update_elem(&readers, &tid, &nr, BPF_NOEXIST);
-		readers_seen = 1;
+	__u64 hint = cs->wake_hint_ts;
+	cs->wake_hint_ts = 0;
+	if (now - hint > 10000000)
+		return 0;
+	struct netlatd_packet *pkt = 0;
+	if (cs->wake_hint_sk) {
+		__u64 sk_key = cs->wake_hint_sk;
+		struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
+		if (!st)
+			return 0;
+		__u32 idx = cs->wake_hint_idx;
+		struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (slot->seq != idx + 1)
+			return 0;
+		pkt = &slot->pkt;
+	} else if (cs->wake_hint_skb) {
+		__u64 skb_key = cs->wake_hint_skb;
+		pkt = bpf_map_lookup_elem(&inflight, &skb_key);
 	}
-	if (hint && cs)
-		cs->wake_hint_ts = 0;
+	if (pkt && !pkt->stamp_ns[NETLATD_STAMP_WAKEUP]) {
+		pkt->stamp_ns[NETLATD_STAMP_WAKEUP] = now;
+		pkt->flags |= NETLATD_PKT_WOKEN;
+	}
 	return 0;
 }
 
+/* Every context switch: two stores to this CPU's state, nothing else. */
 static __always_inline int on_sched_switch(struct task_struct *next)
 {
-	if (!readers_seen)
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
 		return 0;
-	__u32 tid = BPF_CORE_READ(next, pid);
-	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
-	if (r)
-		r->last_oncpu = bpf_ktime_get_ns();
+	cs->oncpu_tid = BPF_CORE_READ(next, pid);
+	cs->oncpu_ts = bpf_ktime_get_ns();
 	return 0;
 }
 
 static __always_inline int on_skb_copy_datagram(void)
 {
-	if (!readers_seen)
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
 		return 0;
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
-	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
-	if (r)
-		r->last_copy = bpf_ktime_get_ns();
+	cs->copy_tid = (__u32)bpf_get_current_pid_tgid();
+	cs->copy_ts = bpf_ktime_get_ns();
 	return 0;
 }
 
 /* ---- the receive call returns ----------------------------------------------- */
 
-static __always_inline void emit(struct sock_fifo_slot *slot, struct reader *r, __u64 now,
-				 __u64 pid_tgid)
+static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 pid_tgid)
 {
 	struct netlatd_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
@@ -526,19 +572,23 @@ static __always_inline void emit(struct sock_fifo_slot *slot, struct reader *r, 
 	}
 	__builtin_memcpy(rec, &slot->pkt, sizeof(*rec));
 	__u64 queued = rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
-	if (r && queued >= r->valid_since) {
-		/* On CPU: the reader's last switch-in, or the enqueue itself
-		 * when the reader was already running then. */
-		__u64 oncpu = max_u64(queued, r->last_oncpu);
-		if (oncpu > now)
-			oncpu = now;
+	__u32 tid = (__u32)pid_tgid;
+	struct cpu_state *cs = this_cpu();
+	__u64 oncpu = 0;
+	if (cs && cs->oncpu_tid == tid && cs->oncpu_ts) {
+		/* On CPU: this task's switch-in here, or the enqueue itself
+		 * when it was already running then. */
+		oncpu = min_u64(max_u64(queued, cs->oncpu_ts), now);
 		rec->stamp_ns[NETLATD_STAMP_ONCPU] = oncpu;
-		if (r->last_wakeup >= queued && r->last_wakeup <= oncpu) {
-			rec->stamp_ns[NETLATD_STAMP_WAKEUP] = r->last_wakeup;
-			rec->flags |= NETLATD_PKT_WOKEN;
-		}
-		if (r->last_copy >= oncpu && r->last_copy <= now)
-			rec->stamp_ns[NETLATD_STAMP_COPY] = r->last_copy;
+		if (cs->copy_tid == tid && cs->copy_ts >= oncpu && cs->copy_ts <= now)
+			rec->stamp_ns[NETLATD_STAMP_COPY] = cs->copy_ts;
+	}
+	/* A wake-up stamp only holds if the switch-in it caused is known
+	 * (the enqueue made sure it is not older than the packet's queueing). */
+	__u64 woke = rec->stamp_ns[NETLATD_STAMP_WAKEUP];
+	if (woke && (!oncpu || woke > oncpu)) {
+		rec->stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+		rec->flags &= ~NETLATD_PKT_WOKEN;
 	}
 	rec->stamp_ns[NETLATD_STAMP_RECV_RETURN] = now;
 	rec->reader_cpu = bpf_get_smp_processor_id();
@@ -572,6 +622,10 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	ARM(ARMED_RECV_RETURN);
 	if (ret < 0 || (flags & MSG_PEEK_FLAG) || !sk)
 		return 0;
+	/* Every receive call on the host passes here: sockets on other ports
+	 * leave before any map lookup. */
+	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+		return 0;
 	__u64 sk_key = (__u64)sk;
 	struct sock_fifo *st = fifo_get(sk_key, 0, false);
 	if (!st)
@@ -579,13 +633,6 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)pid_tgid;
-	struct reader *r = bpf_map_lookup_elem(&readers, &tid);
-	if (!r) {
-		struct reader nr = {.valid_since = now};
-		bpf_map_update_elem(&readers, &tid, &nr, BPF_NOEXIST);
-		readers_seen = 1;
-	}
 	st->last_ns = now;
 
 	if (st->l4proto == IPPROTO_UDP) {
@@ -602,7 +649,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		}
 		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
 			return 0; /* another thread of the reader popped it */
-		emit(slot, r, now, pid_tgid);
+		emit(slot, now, pid_tgid);
 		return 0;
 	}
 
@@ -617,7 +664,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 			break;
 		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
 			break;
-		emit(slot, r, now, pid_tgid);
+		emit(slot, now, pid_tgid);
 	}
 	return 0;
 }

@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <cmath>
 #include <map>
 #include <sstream>
@@ -96,7 +99,7 @@ double percentile(std::vector<double> v, double p) {
 
 }  // namespace
 
-TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][udp][!mayfail]") {
+TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][udp]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
@@ -129,7 +132,7 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   CHECK(t.hook_end["oncpu"].find("sock_recv") != std::string::npos);
 }
 
-TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6][!mayfail]") {
+TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
@@ -158,7 +161,7 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6][!mayfail
   }
 }
 
-TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp][lo][!mayfail]") {
+TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp][lo]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   const uint16_t port = 47321;
@@ -176,37 +179,98 @@ TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp
   CHECK(t.stage_count["total"] == 150);
 }
 
-TEST_CASE("accuracy against the kernel's own SO_TIMESTAMPNS stamp", "[bpf][accuracy][!mayfail]") {
-  if (auto why = why_no_root_tier(); !why.empty())
-    SKIP(why);
-  VethNamespaces net;
-  const uint16_t port = 5321;
-  const int n = 300;
-  Reader reader(net.rx_ns, "udp", 4, "", port, /*timestamps=*/true);
-  // Every packet's timeline, so each reference span has its netlatd twin.
-  auto nl = start_netlatd(net, {"--port", std::to_string(port), "--outliers-over", "0ns",
-                                "--outliers-max-per-sec", "1000000"});
-  send_udp(net.tx_ns, 4, net.rx_addr, port, n, 200, 2000);
-  REQUIRE(reader.wait_for(n, 10000));
+// The kernel's own receive stamp (SO_TIMESTAMPNS, taken when veth hands the
+// datagram to netif_rx, just before NET_RX is raised) and the reader's clock
+// when recvmsg() has returned, against netlatd's twin span of the same
+// datagram: softirq_raise -> recv_return. Datagrams pair up one to one: one
+// socket, one reader, records in the order the reads returned.
+struct Paired {
+  std::vector<double> ref, ours, gap;  // gap = ref - ours, per datagram
+  size_t woken = 0;                    // datagrams whose reader slept and was woken for them
+};
+
+Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, int bursts, int per_burst,
+                     int burst_gap_us) {
+  // Resolve the neighbour first: a datagram held back for ARP joins the NET_RX
+  // run that the ARP exchange started, and that run's raise is its start.
+  send_udp(net.tx_ns, 4, net.rx_addr, static_cast<uint16_t>(port + 100), 1, 16, 0);
+  // Every datagram's timeline, so each reference span has its netlatd twin.
+  auto nl = start_netlatd(net, {"--port", std::to_string(port), "--outliers-over", "0ns", "--outliers-max-per-sec",
+                                "1000000"});
+  for (int b = 0; b < bursts; b++) {
+    send_udp(net.tx_ns, 4, net.rx_addr, port, per_burst, 200, 0);
+    std::this_thread::sleep_for(std::chrono::microseconds(burst_gap_us));
+  }
+  const int n = bursts * per_burst;
+  REQUIRE(reader.wait_for(static_cast<uint64_t>(n), 20000));
   Totals t = stop(nl->proc());
   Received got = reader.result();
   REQUIRE(got.kernel_to_user_ns.size() == static_cast<size_t>(n));
   REQUIRE(t.outliers.size() == static_cast<size_t>(n));
-
-  // SO_TIMESTAMPNS is taken when veth hands the packet to netif_rx, just
-  // before it raises NET_RX; the reader reads its clock when recvmsg returns.
-  // netlatd's twin span: softirq_raise (or softirq_entry) -> recv_return.
-  std::vector<double> ref, ours;
-  for (int64_t v : got.kernel_to_user_ns)
-    ref.push_back(static_cast<double>(v));
-  for (const json &o : t.outliers) {
-    const json &off = o["offsets_ns"];
+  Paired p;
+  for (size_t i = 0; i < t.outliers.size(); i++) {
+    const json &off = t.outliers[i]["offsets_ns"];
+    REQUIRE(off.contains("recv_return"));
     double start = off.contains("softirq_raise") ? off["softirq_raise"].get<double>() : off["softirq_entry"].get<double>();
-    ours.push_back(off["recv_return"].get<double>() - start);
+    double ours = off["recv_return"].get<double>() - start;
+    double ref = static_cast<double>(got.kernel_to_user_ns[i]);
+    p.ours.push_back(ours);
+    p.ref.push_back(ref);
+    p.gap.push_back(ref - ours);
+    if (t.outliers[i]["woken"].get<bool>()) {
+      // The wake-up lies between the enqueue and the reader's switch-in.
+      REQUIRE(off.contains("wakeup"));
+      CHECK(off["wakeup"].get<double>() >= off["sock_queue"].get<double>());
+      CHECK(off["wakeup"].get<double>() <= off["oncpu"].get<double>());
+      p.woken++;
+    }
   }
-  for (double p : {50.0, 99.0}) {
-    double r = percentile(ref, p), o = percentile(ours, p);
-    INFO("p" << p << ": SO_TIMESTAMPNS " << r << " ns, netlatd " << o << " ns");
+  return p;
+}
+
+void print_pairs(const char *what, const Paired &p) {
+  std::fprintf(stderr, "accuracy (%s): SO_TIMESTAMPNS p50 %.0f p99 %.0f ns; netlatd p50 %.0f p99 %.0f ns; "
+                       "per-datagram difference p50 %.0f p99 %.0f ns\n",
+               what, percentile(p.ref, 50), percentile(p.ref, 99), percentile(p.ours, 50), percentile(p.ours, 99),
+               percentile(p.gap, 50), percentile(p.gap, 99));
+}
+
+TEST_CASE("accuracy against SO_TIMESTAMPNS: datagrams waiting in the queue", "[bpf][accuracy]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  VethNamespaces net;
+  const uint16_t port = 5321;
+  Reader reader(net.rx_ns, "udp", 4, "", port, /*timestamps=*/true);
+  // A slow application: bursts of 5 back to back, read 500 us apart, so the
+  // spans run from ~10 us to ~2 ms: the latency netlatd exists to explain.
+  reader.pause_after_each(500);
+  Paired p = measure_pairs(reader, net, port, 40, 5, 5000);
+  print_pairs("queued", p);
+  for (double q : {50.0, 99.0}) {
+    double r = percentile(p.ref, q), o = percentile(p.ours, q);
+    INFO("p" << q << ": SO_TIMESTAMPNS " << r << " ns, netlatd " << o << " ns");
     CHECK(std::abs(o - r) <= 0.10 * r);
   }
+}
+
+TEST_CASE("accuracy against SO_TIMESTAMPNS: a reader waiting in recvmsg", "[bpf][accuracy]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  VethNamespaces net;
+  const uint16_t port = 5322;
+  Reader reader(net.rx_ns, "udp", 4, "", port, /*timestamps=*/true);
+  Paired p = measure_pairs(reader, net, port, 200, 1, 2000);
+  print_pairs("fast reader", p);
+  // netlatd's span lies inside the reference one: it starts at the NET_RX
+  // raise just after the kernel's stamp and ends when the socket layer
+  // returns, before the syscall's exit path and the reader's clock_gettime().
+  // That difference is all the reference sees that netlatd does not; it is
+  // small and does not grow with the latency.
+  for (size_t i = 0; i < p.gap.size(); i++) {
+    INFO("datagram " << i << ": SO_TIMESTAMPNS " << p.ref[i] << " ns, netlatd " << p.ours[i] << " ns");
+    CHECK(p.gap[i] >= -1000.0);
+  }
+  CHECK(percentile(p.gap, 50) <= 5000.0);
+  // The reader sleeps in recvmsg between datagrams 2 ms apart: each one wakes it.
+  CHECK(p.woken >= p.gap.size() * 9 / 10);
 }

@@ -219,6 +219,8 @@ Reader::Reader(std::string ns, std::string proto, int family, std::string addr, 
           }
         }
         count_++;
+        if (int pause = pause_us_.load())
+          std::this_thread::sleep_for(std::chrono::microseconds(pause));
       } else {
         count_ += static_cast<uint64_t>(n);
       }

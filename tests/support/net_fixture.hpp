@@ -60,9 +60,13 @@ public:
   // Waits until `count` datagrams (UDP) or bytes (TCP) arrived or timeout_ms passed.
   bool wait_for(uint64_t count, int timeout_ms);
   Received result();
+  // A slow application: sleep this long after each datagram read, so that
+  // datagrams wait in the socket queue. Set before the traffic starts.
+  void pause_after_each(int us) { pause_us_ = us; }
 
 private:
   std::atomic<bool> stop_{false}, ready_{false};
+  std::atomic<int> pause_us_{0};
   std::thread thread_;
   Received got_;
   std::atomic<uint64_t> count_{0}, bytes_{0};
