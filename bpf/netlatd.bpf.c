@@ -14,9 +14,14 @@
  *   on-CPU, copy                  per-CPU: the task a receive call returns in has run on
  *                                 this CPU since the last sched_switch here, which put it on
  *
- * Every hook has two or three variants (tp_btf, raw_tp, fentry/fexit) that
- * share one __always_inline handler; user space keeps the one the running
- * kernel supports and switches the others' autoload off (src/hooks.cpp).
+ * Hooks are tp_btf programs, with fexit variants where older kernels lack
+ * the tracepoint; a point's variants share one __always_inline handler, and
+ * user space keeps the one the running kernel supports and switches the
+ * others' autoload off (src/hooks.cpp). Both kinds see typed (BTF)
+ * arguments, so kernel structs are read with direct loads, not helper
+ * calls; only the packet bytes and fields behind a type cast go through
+ * bpf_probe_read_kernel / BPF_CORE_READ. (raw_tp would add nothing: tp_btf
+ * is 5.5+, the BPF ring buffer netlatd needs is 5.8+.)
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -233,15 +238,16 @@ struct l4_ports_seq {
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 {
 	ARM(ARMED_RECEIVE_SKB);
-	if ((__u32)BPF_CORE_READ(skb, dev, ifindex) != cfg_ifindex)
+	struct net_device *dev = skb->dev;
+	if (!dev || (__u32)dev->ifindex != cfg_ifindex)
 		return 0;
-	if (cfg_netns && BPF_CORE_READ(skb, dev, nd_net.net, ns.inum) != cfg_netns)
+	if (cfg_netns && dev->nd_net.net->ns.inum != cfg_netns)
 		return 0;
 
 	/* Drivers call eth_type_trans() before this point, so skb->data is
 	 * the network header; skb->network_header is not reset yet. */
-	unsigned char *data = BPF_CORE_READ(skb, data);
-	__u16 proto = bpf_ntohs(BPF_CORE_READ(skb, protocol));
+	unsigned char *data = skb->data;
+	__u16 proto = bpf_ntohs(skb->protocol);
 	__u8 l4proto;
 	__u32 l3len, l4off;
 	__u16 flags = 0;
@@ -359,10 +365,10 @@ static __always_inline struct sock_fifo *fifo_get(__u64 sk_key, __u8 l4proto, bo
 /* Someone waits on the socket's wait queue (what the kernel checks before a wake-up). */
 static __always_inline bool has_sleeper(void *sk)
 {
-	struct socket_wq *wq = BPF_CORE_READ((struct sock *)sk, sk_wq);
+	struct socket_wq *wq = ((struct sock *)sk)->sk_wq;
 	if (!wq)
 		return false;
-	struct list_head *first = BPF_CORE_READ(wq, wait.head.next);
+	struct list_head *first = wq->wait.head.next;
 	return first && first != &wq->wait.head;
 }
 
@@ -438,7 +444,7 @@ static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64
 static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now)
 {
 	struct sk_buff *found[UDP_TAIL_WALK] = {};
-	struct sk_buff *skb = BPF_CORE_READ(q, prev);
+	struct sk_buff *skb = q->prev;
 	int n = 0;
 	for (int i = 0; i < UDP_TAIL_WALK; i++) {
 		if (!skb || (void *)skb == (void *)q)
@@ -448,7 +454,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 			break;
 		found[i] = skb;
 		n = i + 1;
-		skb = BPF_CORE_READ(skb, prev);
+		skb = skb->prev;
 	}
 	for (int i = UDP_TAIL_WALK - 1; i >= 0; i--) {
 		if (i < n && found[i])
@@ -461,15 +467,16 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 static __always_inline int on_sk_data_ready(struct sock *sk)
 {
 	ARM(ARMED_SOCK_QUEUE);
-	if (BPF_CORE_READ(sk, sk_protocol) != IPPROTO_UDP)
+	/* tp_btf only (the tracepoint is 6.5+): fields are read directly. */
+	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
-	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	if (enqueue_from_tail(sk, &sk->sk_receive_queue, now))
 		return 0;
 	/* The reader may have spliced the queue into its own already. */
-	struct udp_sock *up = (struct udp_sock *)sk;
+	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
 	enqueue_from_tail(sk, &up->reader_queue, now);
 	return 0;
 }
@@ -491,7 +498,7 @@ static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff
 /* TCP: tcp_rcv_established() is about to queue the segment (tcp:tcp_probe). */
 static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 {
-	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
 	return 0;
@@ -546,7 +553,7 @@ static __always_inline int on_sched_switch(struct task_struct *next)
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return 0;
-	cs->oncpu_tid = BPF_CORE_READ(next, pid);
+	cs->oncpu_tid = next->pid;
 	cs->oncpu_ts = bpf_ktime_get_ns();
 	return 0;
 }
@@ -611,7 +618,7 @@ static __always_inline __u64 udp_next_skb(struct sock *sk)
 	struct sk_buff *head = BPF_CORE_READ(up, reader_queue.next);
 	if (head && (void *)head != (void *)&up->reader_queue)
 		return (__u64)head;
-	head = BPF_CORE_READ(sk, sk_receive_queue.next);
+	head = sk->sk_receive_queue.next;
 	if (head && (void *)head != (void *)&sk->sk_receive_queue)
 		return (__u64)head;
 	return 0;
@@ -624,7 +631,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		return 0;
 	/* Every receive call on the host passes here: sockets on other ports
 	 * leave before any map lookup. */
-	if (!port_watched(BPF_CORE_READ(sk, __sk_common.skc_num)))
+	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	__u64 sk_key = (__u64)sk;
 	struct sock_fifo *st = fifo_get(sk_key, 0, false);
@@ -671,33 +678,22 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 
 /* ---- program variants ----------------------------------------------------------
  * Names are <point>_<kind>; src/hooks.cpp lists them per point in order of
- * preference. tp_btf reads arguments directly, raw_tp through ctx->args;
- * both feed the same handler. */
+ * preference. */
 
 SEC("tp_btf/irq_handler_entry")
 int BPF_PROG(irq_entry_btf, int irq) { return on_irq_handler_entry(irq); }
-SEC("raw_tp/irq_handler_entry")
-int BPF_PROG(irq_entry_raw, int irq) { return on_irq_handler_entry(irq); }
 
 SEC("tp_btf/softirq_raise")
 int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec); }
-SEC("raw_tp/softirq_raise")
-int BPF_PROG(sirq_raise_raw, unsigned int vec) { return on_softirq_raise(vec); }
 
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(sirq_entry_btf, unsigned int vec) { return on_softirq_entry(vec); }
-SEC("raw_tp/softirq_entry")
-int BPF_PROG(sirq_entry_raw, unsigned int vec) { return on_softirq_entry(vec); }
 
 SEC("tp_btf/softirq_exit")
 int BPF_PROG(sirq_exit_btf, unsigned int vec) { return on_softirq_exit(vec); }
-SEC("raw_tp/softirq_exit")
-int BPF_PROG(sirq_exit_raw, unsigned int vec) { return on_softirq_exit(vec); }
 
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb); }
-SEC("raw_tp/netif_receive_skb")
-int BPF_PROG(rcv_skb_raw, struct sk_buff *skb) { return on_netif_receive_skb(skb); }
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }
@@ -709,41 +705,26 @@ int BPF_PROG(udp_queue_fexit, struct sock *sk, struct sk_buff *skb, int ret)
 
 SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_queue_btf, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
-SEC("raw_tp/tcp_probe")
-int BPF_PROG(tcp_queue_raw, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
 
 SEC("tp_btf/kfree_skb")
 int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb); }
-SEC("raw_tp/kfree_skb")
-int BPF_PROG(drop_skb_raw, struct sk_buff *skb) { return on_kfree_skb(skb); }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(waking_btf, struct task_struct *p) { return on_sched_waking(p); }
-SEC("raw_tp/sched_waking")
-int BPF_PROG(waking_raw, struct task_struct *p) { return on_sched_waking(p); }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
 {
 	return on_sched_switch(next);
 }
-SEC("raw_tp/sched_switch")
-int BPF_PROG(switch_raw, bool preempt, struct task_struct *prev, struct task_struct *next)
-{
-	return on_sched_switch(next);
-}
 
 SEC("tp_btf/skb_copy_datagram_iovec")
 int BPF_PROG(copy_btf) { return on_skb_copy_datagram(); }
-SEC("raw_tp/skb_copy_datagram_iovec")
-int BPF_PROG(copy_raw) { return on_skb_copy_datagram(); }
 
 SEC("tp_btf/sock_recv_length")
 int BPF_PROG(recv_ret_btf, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags); }
-SEC("raw_tp/sock_recv_length")
-int BPF_PROG(recv_ret_raw, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags); }
 SEC("fexit/sock_recvmsg")
 int BPF_PROG(recv_ret_fexit, struct socket *sock, struct msghdr *msg, int flags, int ret)
 {
-	return on_recv_return(BPF_CORE_READ(sock, sk), ret, flags);
+	return on_recv_return(sock->sk, ret, flags);
 }

@@ -18,36 +18,35 @@ namespace netlatd {
 const std::vector<HookPoint> &hook_points() {
   using K = AttachKind;
   // Order inside each list is preference: tp_btf is the cheapest attach type
-  // (direct BTF argument access); raw_tp works where tp_btf is refused; fentry
-  // and fexit stand in for tracepoints that older kernels lack
-  // (sock:sk_data_ready is 6.5+, sock:sock_recv_length is 6.3+).
+  // (typed arguments, direct loads); fexit stands in for tracepoints that
+  // older kernels lack (sock:sk_data_ready is 6.5+, sock:sock_recv_length is
+  // 6.3+). No raw_tp: tp_btf is 5.5+, and the BPF ring buffer needs 5.8.
   static const std::vector<HookPoint> points = {
       {Point::IrqHandlerEntry, "irq_handler_entry", false,
-       {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}, {"irq_entry_raw", K::RawTp, "irq_handler_entry"}}},
+       {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}}},
       {Point::SoftirqRaise, "softirq_raise", false,
-       {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}, {"sirq_raise_raw", K::RawTp, "softirq_raise"}}},
+       {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
       {Point::SoftirqEntry, "softirq_entry", false,
-       {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}, {"sirq_entry_raw", K::RawTp, "softirq_entry"}}},
+       {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}}},
       {Point::SoftirqExit, "softirq_exit", false,
-       {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}, {"sirq_exit_raw", K::RawTp, "softirq_exit"}}},
+       {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
       {Point::NetifReceiveSkb, "netif_receive_skb", true,
-       {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}, {"rcv_skb_raw", K::RawTp, "netif_receive_skb"}}},
+       {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
       {Point::UdpEnqueue, "udp_enqueue", true,
        {{"udp_queue_btf", K::TpBtf, "sk_data_ready"},
         {"udp_queue_fexit", K::Fexit, "__udp_enqueue_schedule_skb"}}},
       {Point::TcpEnqueue, "tcp_enqueue", false,
-       {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}, {"tcp_queue_raw", K::RawTp, "tcp_probe"}}},
+       {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
       {Point::KfreeSkb, "kfree_skb", false,
-       {{"drop_skb_btf", K::TpBtf, "kfree_skb"}, {"drop_skb_raw", K::RawTp, "kfree_skb"}}},
+       {{"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
       {Point::SchedWaking, "sched_waking", false,
-       {{"waking_btf", K::TpBtf, "sched_waking"}, {"waking_raw", K::RawTp, "sched_waking"}}},
+       {{"waking_btf", K::TpBtf, "sched_waking"}}},
       {Point::SchedSwitch, "sched_switch", false,
-       {{"switch_btf", K::TpBtf, "sched_switch"}, {"switch_raw", K::RawTp, "sched_switch"}}},
+       {{"switch_btf", K::TpBtf, "sched_switch"}}},
       {Point::SkbCopy, "skb_copy_datagram_iovec", false,
-       {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}, {"copy_raw", K::RawTp, "skb_copy_datagram_iovec"}}},
+       {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}}},
       {Point::RecvReturn, "recv_return", true,
        {{"recv_ret_btf", K::TpBtf, "sock_recv_length"},
-        {"recv_ret_raw", K::RawTp, "sock_recv_length"},
         {"recv_ret_fexit", K::Fexit, "sock_recvmsg"}}},
   };
   return points;
@@ -57,7 +56,6 @@ std::string hook_label(const HookCandidate &c) {
   const char *kind = "";
   switch (c.kind) {
   case AttachKind::TpBtf: kind = "tp_btf"; break;
-  case AttachKind::RawTp: kind = "raw_tp"; break;
   case AttachKind::Fentry: kind = "fentry"; break;
   case AttachKind::Fexit: kind = "fexit"; break;
   }
@@ -182,19 +180,14 @@ private:
       return false;
     int fd = -1;
     int link = -1;
-    if (kind == AttachKind::TpBtf || kind == AttachKind::RawTp) {
+    if (kind == AttachKind::TpBtf) {
       // Every tracepoint has a "btf_trace_<name>" typedef in vmlinux BTF.
       int id = btf__find_by_name_kind(btf_, ("btf_trace_" + target).c_str(), BTF_KIND_TYPEDEF);
       if (id < 0)
         return false;
-      // Loading proves the kernel accepts the program for this target.
-      // Not attached: a probe attached and detached on the very tracepoint
-      // the real program is about to use delays that program's first events
-      // (seen on 6.18: ~0.3 s of packets missed after start-up).
-      if (kind == AttachKind::TpBtf)
-        fd = load_trivial(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, static_cast<uint32_t>(id));
-      else
-        fd = load_trivial(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_TRACE_RAW_TP, 0);
+      // Loading proves the kernel accepts the program for this target; the
+      // probe is not attached, so no hot tracepoint runs it even briefly.
+      fd = load_trivial(BPF_PROG_TYPE_TRACING, BPF_TRACE_RAW_TP, static_cast<uint32_t>(id));
       link = fd >= 0 ? 0 : -1;
     } else {
       int id = btf__find_by_name_kind(btf_, target.c_str(), BTF_KIND_FUNC);

@@ -14,7 +14,7 @@
 
 namespace netlatd {
 
-enum class AttachKind { TpBtf, RawTp, Fentry, Fexit };
+enum class AttachKind { TpBtf, Fentry, Fexit };
 
 struct HookCandidate {
   std::string_view program;  // BPF program name in bpf/netlatd.bpf.c

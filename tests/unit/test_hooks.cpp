@@ -27,7 +27,6 @@ public:
     std::string t(target);
     switch (kind) {
     case AttachKind::TpBtf: return tp_btf && tracepoints.count(t);
-    case AttachKind::RawTp: return tracepoints.count(t) > 0;
     case AttachKind::Fentry:
     case AttachKind::Fexit: return fentry && functions.count(t);
     }
@@ -75,15 +74,15 @@ TEST_CASE("6.1 profile: the sock tracepoints fall back to fexit", "[hooks]") {
   CHECK(h.stages[static_cast<size_t>(Stage::OnCpu)].end_hook == "fexit/sock_recvmsg");
 }
 
-TEST_CASE("without tp_btf, raw_tp is chosen", "[hooks]") {
-  FakeKernel k = kernel_6_18();
+TEST_CASE("without tp_btf only the fexit stand-ins remain, and they do not suffice", "[hooks]") {
+  FakeKernel k = kernel_6_1();
   k.tp_btf = false;
   HookPlan plan = choose_hooks(k);
-  CHECK(plan.label(Point::NetifReceiveSkb) == "raw_tp/netif_receive_skb");
-  CHECK(plan.label(Point::RecvReturn) == "raw_tp/sock_recv_length");
-  // sk_data_ready has no raw_tp variant in the table and fexit is off: required point missing.
+  CHECK(plan.label(Point::NetifReceiveSkb).empty());
+  CHECK(plan.label(Point::UdpEnqueue) == "fexit/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
   CHECK_FALSE(plan.runnable());
-  CHECK(plan.missing_required == std::vector<std::string>{"udp_enqueue"});
+  CHECK(plan.missing_required == std::vector<std::string>{"netif_receive_skb"});
 }
 
 TEST_CASE("a kernel with neither sock tracepoints nor fentry cannot run", "[hooks]") {
