@@ -6,6 +6,7 @@
 #include <thread>
 #include <cstring>
 
+#include <arpa/inet.h>
 #include <httplib.h>
 #include <sys/socket.h>
 
@@ -168,7 +169,8 @@ ListenAddress parse_listen_address(std::string_view text) {
     a.host = std::string(text.substr(0, colon));
     port = text.substr(colon + 1);
   }
-  if (a.host.empty())
+  const bool bracketed = !text.empty() && text.front() == '[';
+  if (a.host.empty() && !bracketed)
     a.host = "127.0.0.1";
   unsigned value = 0;
   const auto res = std::from_chars(port.data(), port.data() + port.size(), value);
@@ -176,6 +178,14 @@ ListenAddress parse_listen_address(std::string_view text) {
     throw std::invalid_argument("bad listen address '" + shown + "': port '" + std::string(port) +
                                 "' is not a number in 0-65535");
   a.port = static_cast<uint16_t>(value);
+  // An address, not a name: a name could resolve to something else tomorrow
+  // (or to every interface), and the endpoint has no authentication.
+  in6_addr scratch{};
+  const bool ok = bracketed ? inet_pton(AF_INET6, a.host.c_str(), &scratch) == 1
+                            : inet_pton(AF_INET, a.host.c_str(), &scratch) == 1;
+  if (!ok)
+    throw std::invalid_argument("bad listen address '" + shown + "': '" + a.host + "' is not an IP" +
+                                (bracketed ? "v6" : "v4") + " address (e.g. 127.0.0.1:9464 or [::1]:9464)");
   return a;
 }
 
@@ -184,8 +194,13 @@ MetricsServer::MetricsServer(std::string_view listen, Render render)
   // One worker: scrapes are rare and serialising them means `render` never
   // runs twice at once.
   server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
-  server_->set_read_timeout(5, 0);
-  server_->set_write_timeout(5, 0);
+  // The worker waits up to the keep-alive timeout for another request on an
+  // idle connection and stop() waits for the worker, so these bound how long
+  // a scraper can hold up the daemon's exit. Prometheus scrapes every 15 s or
+  // so: a connection idle for a second is not worth keeping.
+  server_->set_read_timeout(1, 0);
+  server_->set_write_timeout(1, 0);
+  server_->set_keep_alive_timeout(1);
   server_->set_keep_alive_max_count(10);
   // httplib's default also sets SO_REUSEPORT, which would let a second daemon
   // bind the same port and silently get half of the scrapes. SO_REUSEADDR alone

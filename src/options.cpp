@@ -10,6 +10,7 @@
 #include <toml++/toml.h>
 
 #include "netlatd/errors.hpp"
+#include "netlatd/metrics.hpp"
 #include "netlatd/version.hpp"
 
 namespace netlatd {
@@ -179,10 +180,21 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
       throw fail(*tbl.get("outliers_max_per_sec"), "outliers_max_per_sec must be 1-1000000");
     into.outliers_max_per_sec = static_cast<uint32_t>(*d);
   }
-  if (auto s = string_of("metrics_listen"); s && !cli("metrics-listen"))
+  if (auto s = string_of("metrics_listen"); s && !cli("metrics-listen")) {
+    try {
+      if (!s->empty())
+        parse_listen_address(*s);
+    } catch (const std::invalid_argument &e) {
+      throw fail(*tbl.get("metrics_listen"), std::string("metrics_listen: ") + e.what());
+    }
     into.metrics_listen = *s;
-  if (auto d = number_of("ringbuf_mb"); d && !cli("ringbuf-mb"))
-    into.ringbuf_mb = static_cast<uint32_t>(*d);
+  }
+  if (auto d = number_of("ringbuf_mb"); d && !cli("ringbuf-mb")) {
+    const auto mb = *d >= 1 && *d <= 1024 ? static_cast<uint32_t>(*d) : 0u;
+    if (mb == 0 || *d != static_cast<double>(mb) || (mb & (mb - 1)))
+      throw fail(*tbl.get("ringbuf_mb"), "ringbuf_mb must be a power of two between 1 and 1024");
+    into.ringbuf_mb = mb;
+  }
   if (const toml::node *n = tbl.get("verbose"); n && !cli("verbose")) {
     if (!n->is_boolean())
       throw fail(*n, "verbose must be true or false");
@@ -197,6 +209,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
                "Traces every matching packet through the kernel's receive path with BPF and writes\n"
                "per-stage latency histograms as JSON lines, one per interval.",
                "netlatd"};
+  o.command_line.assign(argv, argv + argc);
   app.set_version_flag("--version", std::string("netlatd ") + kVersion);
   app.get_formatter()->column_width(34);
 
@@ -250,6 +263,13 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   o.format = parse_format(format, ExitCode::Usage, "");
   if (!outliers.empty())
     o.outliers_over_ns = parse_duration_ns(outliers, kUs);
+  if (!o.metrics_listen.empty()) {
+    try {
+      parse_listen_address(o.metrics_listen);
+    } catch (const std::invalid_argument &e) {
+      throw Error(ExitCode::Usage, std::string("--metrics-listen: ") + e.what());
+    }
+  }
 
   if (!o.config.empty())
     load_config_file(o.config, o, set_on_cli);
@@ -268,6 +288,18 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   o.ports.erase(std::unique(o.ports.begin(), o.ports.end()), o.ports.end());
   validate(o);
   return result;
+}
+
+Options reload_options(const Options &running) {
+  if (running.command_line.empty())
+    throw Error(ExitCode::Software, "cannot reload: the command line was not kept");
+  std::vector<const char *> argv;
+  for (const std::string &a : running.command_line)
+    argv.push_back(a.c_str());
+  CommandLine cl = parse_command_line(static_cast<int>(argv.size()), argv.data());
+  if (cl.exit_now)  // --help/--version never start a daemon, so never reload one
+    throw Error(ExitCode::Software, "cannot reload: the command line does not run the daemon");
+  return cl.options;
 }
 
 }  // namespace netlatd

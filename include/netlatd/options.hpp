@@ -19,12 +19,15 @@ struct Options {
   std::string config;        // path of the TOML file, empty = none
   std::optional<uint64_t> outliers_over_ns;
   uint32_t outliers_max_per_sec = 10;
-  std::string metrics_listen;  // "ADDR:PORT", empty = off
+  std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
   uint32_t ringbuf_mb = 4;
   bool verbose = false;
   bool check = false;
   bool demo = false;
   std::optional<double> duration_s;  // stop by itself after this long (demo, tests)
+  // argv as given (argv[0] included): SIGHUP re-reads --config under the same
+  // command line, which still wins over the file.
+  std::vector<std::string> command_line;
 };
 
 // What parse_command_line() decided: run with the options, or exit at once
@@ -49,5 +52,11 @@ uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns);
 
 // Checks values that do not depend on the machine (ports, interval, ...).
 void validate(const Options &o);
+
+// The options a SIGHUP reload runs with: `running.command_line` parsed again,
+// so the config file is re-read and command-line flags still override it (a
+// key removed from the file falls back to its default). Throws like
+// parse_command_line(): Error(NoInput) or Error(Config, "file:line:col: msg").
+Options reload_options(const Options &running);
 
 }  // namespace netlatd

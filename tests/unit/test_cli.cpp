@@ -9,7 +9,9 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "netlatd/errors.hpp"
+#include "netlatd/metrics.hpp"
 #include "netlatd/options.hpp"
+#include "netlatd/version.hpp"
 #include "process.hpp"
 
 using namespace netlatd;
@@ -128,7 +130,53 @@ TEST_CASE("--help and --version exit 0 on stdout", "[cli]") {
   CHECK(e.out.find("Exit status") != std::string::npos);
   e = run_netlatd({"--version"});
   CHECK(e.code == 0);
-  CHECK(e.out.rfind("netlatd ", 0) == 0);
+  // Just the version: scripts and the package test read it.
+  CHECK(e.out == std::string("netlatd ") + kVersion + "\n");
+  CHECK(e.err.empty());
+}
+
+TEST_CASE("a bad metrics address exits 64 on the command line, 78 in the config", "[cli][metrics]") {
+  for (const char *bad : {"localhost:9464", "127.0.0.1:99999", "127.0.0.1:", "::1:9464", "[nope]:9464"}) {
+    INFO(bad);
+    auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--metrics-listen", bad});
+    CHECK(e.code == 64);
+    CHECK(e.err.rfind("netlatd: error: --metrics-listen: bad listen address", 0) == 0);
+    CHECK(lines(e.err) == 1);
+  }
+  TempFile cfg("iface = \"lo\"\nports = [5000]\nmetrics_listen = \"0.0.0.0:http\"\n");
+  auto e = run_netlatd({"--config", cfg.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.rfind("netlatd: error: " + cfg.path + ":3:18: metrics_listen: bad listen address", 0) == 0);
+  CHECK(lines(e.err) == 1);
+  // Loopback unless told otherwise.
+  CHECK(parse({"--iface", "lo", "--port", "1", "--metrics-listen", ":9464"}).options.metrics_listen == ":9464");
+  CHECK(parse_listen_address(":9464").host == "127.0.0.1");
+}
+
+TEST_CASE("reload_options re-reads the config file under the same command line", "[config]") {
+  TempFile cfg("iface = \"lo\"\nports = [5000]\ninterval = 3\noutput = \"/tmp/a.jsonl\"\n");
+  auto cl = parse({"--config", cfg.path.c_str(), "--output", "-"});
+  CHECK(cl.options.interval_s == 3);
+  {
+    std::ofstream rewrite(cfg.path);
+    rewrite << "iface = \"lo\"\nports = [5001]\noutput = \"/tmp/b.jsonl\"\nverbose = true\n";
+  }
+  Options next = reload_options(cl.options);
+  CHECK(next.interval_s == 10);  // removed from the file: back to the default
+  CHECK(next.ports == std::vector<uint16_t>{5001});
+  CHECK(next.output == "-");  // the command line still wins
+  CHECK(next.verbose);
+  {
+    std::ofstream rewrite(cfg.path);
+    rewrite << "iface = \"lo\"\nports = [5000]\ninterval = = 2\n";
+  }
+  try {
+    reload_options(cl.options);
+    FAIL("a bad file must throw");
+  } catch (const Error &e) {
+    CHECK(e.code() == ExitCode::Config);
+    CHECK(std::string(e.what()).rfind(cfg.path + ":3:", 0) == 0);
+  }
 }
 
 TEST_CASE("not permitted exits 77; unknown interface 68", "[cli]") {

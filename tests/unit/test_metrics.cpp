@@ -223,12 +223,16 @@ TEST_CASE("parse_listen_address", "[metrics]") {
   CHECK(a.host == "::1");
   CHECK(a.port == 9464);
   for (const char *bad : {"127.0.0.1:http", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
-                          "[::1]9464", "[::1", "1.2.3.4:80x", ""}) {
+                          "[::1]9464", "[::1", "1.2.3.4:80x", "", "localhost:9464", "example.org:9464",
+                          "[127.0.0.1]:9464", "[]:9464", "300.0.0.1:9464", "[::1]:"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_listen_address(bad), std::invalid_argument);
   }
   CHECK_THROWS_WITH(parse_listen_address("localhost:http"),
                     Catch::Matchers::ContainsSubstring("port 'http' is not a number"));
+  // A name is refused: it could resolve to any address, and the endpoint has no authentication.
+  CHECK_THROWS_WITH(parse_listen_address("localhost:9464"),
+                    Catch::Matchers::ContainsSubstring("'localhost' is not an IPv4 address"));
 }
 
 TEST_CASE("MetricsServer serves /metrics over real HTTP", "[metrics]") {
