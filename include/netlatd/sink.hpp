@@ -3,6 +3,7 @@
 // bounded queue to a writer thread, so a slow or dead consumer (a stalled log
 // collector, a closed pipe) never stalls draining the ring buffer: when the
 // queue is full, lines are dropped and counted.
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -15,7 +16,10 @@ namespace netlatd {
 class LineSink {
 public:
   // "-" = stdout. Throws Error(CantCreate) when the file cannot be opened.
-  explicit LineSink(std::string path, size_t max_queued_lines = 4096);
+  // The queue holds at most max_queued_lines lines and max_queued_bytes bytes.
+  explicit LineSink(std::string path, size_t max_queued_lines = 4096, size_t max_queued_bytes = 8u << 20);
+  // Gives up on lines still queued (flush() first to wait for them); never
+  // waits for a consumer that does not read.
   ~LineSink();
   LineSink(const LineSink &) = delete;
   LineSink &operator=(const LineSink &) = delete;
@@ -27,21 +31,27 @@ public:
   // Waits up to timeout_ms for queued lines to be written.
   bool flush(int timeout_ms);
 
+  const std::string &path() const noexcept { return path_; }
   uint64_t dropped() const;        // lines dropped because the queue was full or the output broken
   bool broken() const;             // the consumer went away (EPIPE) or the file failed
 
 private:
   void run();
   int open_fd() const;
+  // Writes all of `line`; false with `err` set on failure or when abandoned.
+  bool write_all(const std::string &line, int &err);
 
   std::string path_;
-  size_t max_queued_;
+  size_t max_queued_, max_queued_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_, drained_;
   std::deque<std::string> queue_;
-  bool stop_ = false, reopen_ = false, broken_ = false, writing_ = false;
+  size_t queued_bytes_ = 0;
+  bool stop_ = false, reopen_ = false, broken_ = false, writing_ = false, dropping_ = false;
+  std::atomic<bool> abandon_{false};
   uint64_t dropped_ = 0;
   int fd_ = -1;
+  int stdout_flags_ = -1;  // stdout's file status flags before we made it non-blocking; -1 = untouched
   std::thread thread_;
 };
 
