@@ -8,21 +8,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
-#include <systemd/sd-daemon.h>
 
 #include "netlatd/demo.hpp"
 #include "netlatd/errors.hpp"
 #include "netlatd/interface.hpp"
+#include "netlatd/metrics.hpp"
+#include "netlatd/notify.hpp"
 #include "netlatd/sink.hpp"
 #include "netlatd/tracer.hpp"
 #include "netlatd/version.hpp"
@@ -192,6 +196,516 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   return 0;
 }
 
+namespace {
+
+constexpr int64_t kSecond = 1000000000ll;
+
+std::string shown_address(const MetricsServer &m) {
+  const bool v6 = m.host().find(':') != std::string::npos;
+  return (v6 ? "[" + m.host() + "]" : m.host()) + ":" + std::to_string(m.port());
+}
+
+bool is_loopback(const std::string &host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
+
+std::string one_line(std::string text) {
+  std::replace(text.begin(), text.end(), '\n', ' ');
+  return text;
+}
+
+// The daemon from READY=1 to exit: one thread drains the ring buffer, writes
+// the interval lines, follows the interface, answers signals and feeds the
+// watchdog; the sink and the metrics endpoint have a thread each.
+class Service {
+public:
+  Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan, const InterfaceInfo &iface);
+  int run();
+
+private:
+  void on_record(const netlatd_packet &p);
+  void end_interval(bool final);
+  void publish_metrics();
+  void update_metrics_header();
+  void set_status();
+  std::unique_ptr<MetricsServer> start_metrics(const std::string &listen);
+  uint64_t sink_dropped() const { return retired_sink_dropped_ + sink_->dropped(); }
+
+  void interface_gone(const std::string &why);
+  void interface_back(uint32_t ifindex);
+  void check_interface();  // the 1 s fallback: what rtnetlink may have missed
+  void on_link_events();
+
+  void reload();
+  void apply(Options next);
+
+  Options opts_;
+  std::unique_ptr<KernelFeatures> features_;
+  HookPlan plan_;
+  ReportHeader header_;
+  Notifier notifier_;
+
+  // Signals are blocked before any thread starts, so only the signalfd sees them.
+  Fd sigfd_{make_signalfd()};
+
+  // Cumulative figures for --metrics-listen. The drain loop merges what it
+  // read since the last publish; the HTTP thread renders under the mutex.
+  std::mutex metrics_mu_;
+  MetricsSnapshot metrics_;
+  IntervalAggregator metrics_delta_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+
+  std::unique_ptr<LineSink> sink_;
+  uint64_t retired_sink_dropped_ = 0;  // drops of sinks replaced by a reload
+
+  IntervalAggregator agg_;
+  RateLimit outlier_limit_;
+  uint64_t outliers_suppressed_ = 0;
+  int64_t mono_to_real_ = 0;
+
+  std::unique_ptr<Tracer> tracer_;
+  TraceTarget target_;
+  bool iface_present_ = true;
+  std::unique_ptr<LinkMonitor> links_;
+  std::unique_ptr<DemoTraffic> demo_;
+
+  int64_t interval_ns_ = 0;
+  std::chrono::system_clock::time_point interval_start_wall_;
+  int64_t next_report_ = 0;
+  std::array<uint64_t, NETLATD_DROP_COUNT> prev_drops_{};
+  uint64_t prev_sink_dropped_ = 0, prev_outliers_suppressed_ = 0;
+  uint64_t expired_inflight_ = 0, expired_unread_ = 0;
+  uint64_t total_packets_ = 0, total_lost_ = 0;
+  double last_rate_ = 0;
+  uint64_t last_p99_total_ = 0;
+};
+
+Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
+                 const InterfaceInfo &iface)
+    : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec) {
+  header_.host = hostname();
+  header_.iface = iface.name;
+  header_.ifindex = static_cast<int>(iface.ifindex);
+  header_.ports = opts_.ports;
+  header_.kernel = features_->kernel_release();
+  header_.version = kVersion;
+  fill_stage_hooks(header_, plan_, iface.irqs.size());
+  for (const HookChoice &c : plan_.choices)
+    spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
+  target_ = TraceTarget{iface.ifindex, current_netns_inode(), iface.irqs};
+  metrics_.version = kVersion;
+  metrics_.kernel = header_.kernel;
+  update_metrics_header();
+}
+
+std::unique_ptr<MetricsServer> Service::start_metrics(const std::string &listen) {
+  std::unique_ptr<MetricsServer> server;
+  try {
+    server = std::make_unique<MetricsServer>(listen, [this] {
+      std::lock_guard lock(metrics_mu_);
+      return render_prometheus(metrics_);
+    });
+  } catch (const std::invalid_argument &e) {
+    throw Error(ExitCode::Usage, std::string("--metrics-listen: ") + e.what());
+  } catch (const MetricsError &e) {
+    throw Error(ExitCode::Software, std::string("metrics endpoint: ") + e.what());
+  }
+  spdlog::info("Prometheus metrics on http://{}/metrics", shown_address(*server));
+  if (!is_loopback(server->host()))
+    spdlog::warn("the metrics endpoint listens on {}, beyond loopback; it has no authentication", server->host());
+  return server;
+}
+
+void Service::update_metrics_header() {
+  std::lock_guard lock(metrics_mu_);
+  metrics_.iface = header_.iface;
+  metrics_.ports = header_.ports;
+  for (Stage s : kAllStages) {
+    const auto &h = header_.stages[static_cast<size_t>(s)];
+    auto &m = metrics_.stages[static_cast<size_t>(s)];
+    m.applicable = h.applicable;
+    m.start_hook = h.start_hook;
+    m.end_hook = h.end_hook;
+  }
+}
+
+void Service::on_record(const netlatd_packet &p) {
+  agg_.add(p);
+  metrics_delta_.add(p);
+  if (opts_.outliers_over_ns) {
+    auto total = stage_duration(p, Stage::Total);
+    if (total && *total > *opts_.outliers_over_ns) {
+      if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
+        sink_->write(format_outlier_json_line(header_, p, mono_to_real_));
+      else
+        outliers_suppressed_++;
+    }
+  }
+}
+
+void Service::publish_metrics() {
+  const auto drops = tracer_->drop_totals();
+  const uint64_t output_dropped = sink_dropped();
+  {
+    std::lock_guard lock(metrics_mu_);
+    for (Stage s : kAllStages)
+      metrics_.stages[static_cast<size_t>(s)].latency.merge(metrics_delta_.stage(s));
+    metrics_.packets_udp += metrics_delta_.packets_udp();
+    metrics_.packets_tcp += metrics_delta_.packets_tcp();
+    for (int i = 0; i < NETLATD_DROP_COUNT; i++)
+      metrics_.drops[drop_name(i)] = drops[i];
+    metrics_.drops["unjoined_expired"] = expired_inflight_;
+    metrics_.drops["unread_expired"] = expired_unread_;
+    metrics_.drops["output_dropped"] = output_dropped;
+    metrics_.drops["outliers_rate_limited"] = outliers_suppressed_;
+  }
+  metrics_delta_.reset();
+}
+
+void Service::set_status() {
+  if (!iface_present_) {
+    notifier_.status(fmt::format("interface {} is gone, waiting for it to come back; {} packets measured so far",
+                                 opts_.iface, total_packets_));
+    return;
+  }
+  std::string p99 = last_p99_total_ ? format_duration(last_p99_total_) : std::string("-");
+  notifier_.status(fmt::format("tracing {} (ifindex {}) ports {}: {} packets measured, {:.1f}/s and total p99 {} "
+                               "last interval; {} lost, {} output lines dropped",
+                               header_.iface, header_.ifindex, fmt::join(header_.ports, ","), total_packets_,
+                               last_rate_, p99, total_lost_, sink_dropped()));
+}
+
+void Service::end_interval(bool final) {
+  tracer_->poll(0);
+  auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
+  expired_inflight_ += sweep.expired_inflight;
+  expired_unread_ += sweep.expired_unread;
+  auto drops = tracer_->drop_totals();
+  IntervalReport r;
+  r.start = interval_start_wall_;
+  r.end = std::chrono::system_clock::now();
+  r.data = &agg_;
+  r.final = final;
+  for (int i = 0; i < NETLATD_DROP_COUNT; i++)
+    r.drops[drop_name(i)] = drops[i] - prev_drops_[i];
+  r.drops["unjoined_expired"] = sweep.expired_inflight;
+  r.drops["unread_expired"] = sweep.expired_unread;
+  const uint64_t sd = sink_dropped();
+  r.drops["output_dropped"] = sd - prev_sink_dropped_;
+  r.drops["outliers_rate_limited"] = outliers_suppressed_ - prev_outliers_suppressed_;
+  prev_drops_ = drops;
+  prev_sink_dropped_ = sd;
+  prev_outliers_suppressed_ = outliers_suppressed_;
+  total_packets_ += agg_.packets();
+  total_lost_ = expired_inflight_ + expired_unread_;
+  for (uint64_t d : drops)
+    total_lost_ += d;
+  const double seconds = std::chrono::duration<double>(r.end - r.start).count();
+  last_rate_ = seconds > 0 ? static_cast<double>(agg_.packets()) / seconds : 0;
+  last_p99_total_ = agg_.stage(Stage::Total).percentile(99);
+  sink_->write(opts_.format == OutputFormat::Json ? format_json_line(header_, r) : format_text(header_, r));
+  agg_.reset();
+  publish_metrics();
+  interval_start_wall_ = r.end;
+  mono_to_real_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+  const int64_t now = clock_ns(CLOCK_MONOTONIC);
+  next_report_ = now + interval_ns_;
+  if (!final)
+    set_status();
+}
+
+// The interface may go away (module unload, veth deleted) and come back
+// with another ifindex: keep tracing without a restart.
+void Service::interface_gone(const std::string &why) {
+  spdlog::warn("interface {} disappeared; waiting for it to come back{}", opts_.iface, why);
+  iface_present_ = false;
+  target_.ifindex = 0;  // matches no packet
+  tracer_->set_target(target_);
+  set_status();
+}
+
+void Service::interface_back(uint32_t ifindex) {
+  auto info = lookup_interface(opts_.iface);
+  std::vector<int> irqs;
+  if (info && info->ifindex == ifindex)
+    irqs = info->irqs;
+  spdlog::warn("interface {} is back (ifindex {}); tracing resumes", opts_.iface, ifindex);
+  iface_present_ = true;
+  target_.ifindex = ifindex;
+  target_.irqs = irqs;
+  tracer_->set_target(target_);
+  header_.iface = opts_.iface;
+  header_.ifindex = static_cast<int>(ifindex);
+  fill_stage_hooks(header_, plan_, irqs.size());
+  update_metrics_header();
+  set_status();
+}
+
+void Service::check_interface() {
+  auto now = lookup_interface(opts_.iface);
+  if (!now && iface_present_)
+    interface_gone("");
+  else if (now && (!iface_present_ || now->ifindex != target_.ifindex))
+    interface_back(now->ifindex);
+}
+
+void Service::on_link_events() {
+  bool lost = false;
+  for (const LinkEvent &e : links_->read_events(lost)) {
+    if (e.kind == LinkEvent::Kind::Deleted) {
+      if (iface_present_ && e.ifindex == target_.ifindex)
+        interface_gone("");
+    } else if (e.name == opts_.iface) {
+      if (!iface_present_ || e.ifindex != target_.ifindex)
+        interface_back(e.ifindex);
+    } else if (iface_present_ && e.ifindex == target_.ifindex && !e.name.empty()) {
+      interface_gone(" (renamed to " + e.name + ")");
+    }
+  }
+  if (lost) {
+    spdlog::debug("rtnetlink notifications were lost; looking the interface up again");
+    check_interface();
+  }
+}
+
+void Service::reload() {
+  notifier_.reloading();
+  sink_->reopen();  // logrotate renamed the file: a new one by the old name
+  if (opts_.config.empty()) {
+    spdlog::info("SIGHUP: reopening the output (no --config to reload)");
+  } else {
+    spdlog::info("SIGHUP: reopening the output and reloading {}", opts_.config);
+    try {
+      apply(reload_options(opts_));
+    } catch (const Error &e) {
+      spdlog::error("{}; configuration not reloaded, the running one is kept", one_line(e.what()));
+    }
+  }
+  notifier_.ready();
+  set_status();
+}
+
+// Applies what can change while running; ports and the ring buffer size are
+// built into the loaded BPF programs and need a restart.
+void Service::apply(Options next) {
+  std::vector<std::string> changed;
+  if (next.ports != opts_.ports) {
+    spdlog::warn("reload: ports [{}] differ from the running [{}]; restart netlatd to apply them, still tracing "
+                 "[{}]",
+                 fmt::join(next.ports, ","), fmt::join(opts_.ports, ","), fmt::join(opts_.ports, ","));
+    next.ports = opts_.ports;
+  }
+  if (next.ringbuf_mb != opts_.ringbuf_mb) {
+    spdlog::warn("reload: ringbuf_mb {} differs from the running {}; restart netlatd to apply it", next.ringbuf_mb,
+                 opts_.ringbuf_mb);
+    next.ringbuf_mb = opts_.ringbuf_mb;
+  }
+  if (next.output != opts_.output) {
+    try {
+      auto fresh = std::make_unique<LineSink>(next.output);
+      // The partial interval still goes to the old output.
+      end_interval(false);
+      sink_->flush(200);
+      retired_sink_dropped_ += sink_->dropped();
+      sink_ = std::move(fresh);
+      changed.push_back(fmt::format("output {} -> {}", opts_.output, next.output));
+    } catch (const Error &e) {
+      spdlog::error("reload: {}; still writing to '{}'", e.what(), opts_.output);
+      next.output = opts_.output;
+    }
+  }
+  if (next.iface != opts_.iface) {
+    end_interval(false);  // that interval belongs to the old interface
+    changed.push_back(fmt::format("iface {} -> {}", opts_.iface, next.iface));
+    opts_.iface = next.iface;
+    header_.iface = next.iface;
+    if (auto info = lookup_interface(next.iface)) {
+      iface_present_ = false;
+      interface_back(info->ifindex);
+    } else {
+      iface_present_ = true;
+      interface_gone(" (named in the reloaded configuration)");
+      header_.ifindex = 0;
+      update_metrics_header();
+    }
+  }
+  if (next.interval_s != opts_.interval_s) {
+    changed.push_back(fmt::format("interval {} s -> {} s", opts_.interval_s, next.interval_s));
+    const int64_t old_ns = interval_ns_;
+    interval_ns_ = static_cast<int64_t>(std::llround(next.interval_s * 1e9));
+    // The running interval ends at its start plus the new length, or now.
+    next_report_ = std::max(clock_ns(CLOCK_MONOTONIC), next_report_ - old_ns + interval_ns_);
+  }
+  if (next.format != opts_.format)
+    changed.push_back(std::string("format ") + (next.format == OutputFormat::Json ? "json" : "text"));
+  if (next.outliers_over_ns != opts_.outliers_over_ns || next.outliers_max_per_sec != opts_.outliers_max_per_sec) {
+    changed.push_back(fmt::format("outliers over {} at most {}/s",
+                                  next.outliers_over_ns ? format_duration(*next.outliers_over_ns) : "off",
+                                  next.outliers_max_per_sec));
+    outlier_limit_ = RateLimit(next.outliers_max_per_sec);
+  }
+  if (next.verbose != opts_.verbose) {
+    spdlog::set_level(next.verbose ? spdlog::level::debug : spdlog::level::info);
+    changed.push_back(next.verbose ? "log level debug" : "log level info");
+  }
+  if (next.metrics_listen != opts_.metrics_listen) {
+    // Released first: the new address may be the old port on another host.
+    metrics_server_.reset();
+    try {
+      if (!next.metrics_listen.empty())
+        metrics_server_ = start_metrics(next.metrics_listen);
+      changed.push_back("metrics_listen " + (next.metrics_listen.empty() ? "off" : next.metrics_listen));
+    } catch (const Error &e) {
+      spdlog::error("reload: {}; keeping metrics on {}", e.what(),
+                    opts_.metrics_listen.empty() ? "off" : opts_.metrics_listen);
+      next.metrics_listen = opts_.metrics_listen;
+      if (!next.metrics_listen.empty()) {
+        try {
+          metrics_server_ = start_metrics(next.metrics_listen);
+        } catch (const Error &again) {
+          spdlog::error("reload: {}; the metrics endpoint is off", again.what());
+          next.metrics_listen.clear();
+        }
+      }
+    }
+  }
+  opts_ = std::move(next);
+  if (changed.empty())
+    spdlog::info("reloaded {}: nothing changed", opts_.config);
+  else
+    spdlog::info("reloaded {}: {}", opts_.config, fmt::join(changed, "; "));
+}
+
+int Service::run() {
+  // Bound before anything is attached: a busy port fails the start with
+  // nothing to undo.
+  if (!opts_.metrics_listen.empty())
+    metrics_server_ = start_metrics(opts_.metrics_listen);
+  sink_ = std::make_unique<LineSink>(opts_.output);
+  mono_to_real_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+
+  const int64_t t_start = clock_ns(CLOCK_MONOTONIC);
+  TracerConfig tcfg;
+  tcfg.ports = opts_.ports;
+  tcfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
+  tracer_ = std::make_unique<Tracer>(plan_, tcfg, [this](const netlatd_packet &p) { on_record(p); });
+  tracer_->set_target(target_);
+  const bool live = tracer_->wait_until_live(2000);
+  const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
+
+  try {
+    links_ = std::make_unique<LinkMonitor>();
+  } catch (const std::system_error &e) {
+    spdlog::warn("{}: {}; the interface is looked up once a second instead", e.what(), "no rtnetlink");
+  }
+  if (opts_.demo)
+    demo_ = std::make_unique<DemoTraffic>(opts_.ports.front());
+
+  Fd ep(epoll_create1(EPOLL_CLOEXEC));
+  auto watch = [&](int fd) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    if (epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
+      throw Error(ExitCode::Software, std::string("epoll_ctl: ") + std::strerror(errno));
+  };
+  watch(sigfd_.get());
+  watch(tracer_->ring_epoll_fd());
+  if (links_)
+    watch(links_->fd());
+
+  if (!live)
+    spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
+  spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready",
+               header_.iface, target_.ifindex, target_.irqs.size(), fmt::join(opts_.ports, ","),
+               tracer_->programs_attached(), attach_ms);
+  notifier_.ready();
+  set_status();
+
+  // Fed from this loop, so a stuck drain loop is what the watchdog catches.
+  const int64_t watchdog_period =
+      notifier_.watchdog_interval().count() > 0 ? notifier_.watchdog_interval().count() * 1000 / 2 : 0;
+  int64_t next_watchdog = clock_ns(CLOCK_MONOTONIC);
+  if (watchdog_period)
+    spdlog::info("systemd watchdog: fed every {}", format_duration(static_cast<uint64_t>(watchdog_period)));
+
+  interval_ns_ = static_cast<int64_t>(std::llround(opts_.interval_s * 1e9));
+  // 0 = run until signalled.
+  const int64_t stop_at = opts_.duration_s ? clock_ns(CLOCK_MONOTONIC) + static_cast<int64_t>(*opts_.duration_s * 1e9) : 0;
+  interval_start_wall_ = std::chrono::system_clock::now();
+  next_report_ = clock_ns(CLOCK_MONOTONIC) + interval_ns_;
+  prev_drops_ = tracer_->drop_totals();
+  int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + kSecond;
+  int64_t next_publish = 0;
+
+  for (;;) {
+    int64_t now = clock_ns(CLOCK_MONOTONIC);
+    int64_t wake = std::min<int64_t>(next_report_, now + kSecond / 10);  // drain at least every 100 ms
+    if (stop_at)
+      wake = std::min(wake, stop_at);
+    if (watchdog_period)
+      wake = std::min(wake, next_watchdog);
+    int timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
+    epoll_event events[8];
+    int n = epoll_wait(ep.get(), events, 8, timeout_ms);
+    if (n < 0 && errno != EINTR)
+      throw Error(ExitCode::Software, std::string("epoll_wait: ") + std::strerror(errno));
+    tracer_->poll(0);
+    for (int i = 0; i < n; i++)
+      if (links_ && events[i].data.fd == links_->fd())
+        on_link_events();
+
+    bool stop = false;
+    signalfd_siginfo si{};
+    while (read(sigfd_.get(), &si, sizeof(si)) == sizeof(si)) {
+      if (si.ssi_signo == SIGHUP) {
+        reload();
+      } else {
+        spdlog::info("{}: flushing and detaching", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        stop = true;
+      }
+    }
+    now = clock_ns(CLOCK_MONOTONIC);
+    if (stop_at && now >= stop_at)
+      stop = true;
+    if (stop) {
+      notifier_.stopping();
+      end_interval(true);
+      break;
+    }
+    if (now >= next_report_)
+      end_interval(false);
+    if (now >= next_iface_check) {
+      check_interface();
+      next_iface_check = now + kSecond;
+    }
+    if (now >= next_publish) {
+      publish_metrics();
+      next_publish = now + kSecond / 10;
+    }
+    if (watchdog_period && now >= next_watchdog) {
+      notifier_.watchdog();
+      next_watchdog = now + watchdog_period;
+    }
+  }
+  // A scraper's idle connection can hold the endpoint up to its 1 s
+  // keep-alive: stopped first, it overlaps with the rest.
+  std::thread stop_metrics([server = std::move(metrics_server_)]() mutable { server.reset(); });
+  demo_.reset();
+  auto c = tracer_->counter_totals();
+  auto d = tracer_->drop_totals();
+  spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
+               "losses: {}",
+               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED], fmt::join(d, " "));
+  tracer_.reset();
+  if (!sink_->flush(500))
+    spdlog::warn("output {} did not take the last lines within 500 ms; {} lines dropped in all",
+                 opts_.output == "-" ? "(standard output)" : opts_.output, sink_dropped());
+  sink_.reset();
+  stop_metrics.join();
+  return 0;
+}
+
+}  // namespace
+
 int run_daemon(const Options &opts) {
   require_privileges();
   auto iface = lookup_interface(opts.iface);
@@ -208,184 +722,8 @@ int run_daemon(const Options &opts) {
     throw Error(ExitCode::Unavailable,
                 fmt::format("no usable hook for {} on this kernel (see netlatd --check)", fmt::join(plan.missing_required, ", ")));
 
-  ReportHeader header;
-  header.host = hostname();
-  header.iface = iface->name;
-  header.ifindex = static_cast<int>(iface->ifindex);
-  header.ports = opts.ports;
-  header.kernel = features->kernel_release();
-  header.version = kVersion;
-  fill_stage_hooks(header, plan, iface->irqs.size());
-  for (const HookChoice &c : plan.choices)
-    spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
-
-  // Signals are blocked before any thread starts, so only the signalfd sees them.
-  Fd sigfd(make_signalfd());
-  LineSink sink(opts.output);
-  std::unique_ptr<DemoTraffic> demo;
-
-  IntervalAggregator agg;
-  RateLimit outlier_limit(opts.outliers_max_per_sec);
-  int64_t mono_to_real = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-  uint64_t outliers_suppressed = 0;
-  auto on_record = [&](const netlatd_packet &p) {
-    agg.add(p);
-    if (opts.outliers_over_ns) {
-      auto total = stage_duration(p, Stage::Total);
-      if (total && *total > *opts.outliers_over_ns) {
-        if (outlier_limit.take(clock_ns(CLOCK_MONOTONIC)))
-          sink.write(format_outlier_json_line(header, p, mono_to_real));
-        else
-          outliers_suppressed++;
-      }
-    }
-  };
-
-  const int64_t t_start = clock_ns(CLOCK_MONOTONIC);
-  TracerConfig tcfg;
-  tcfg.ports = opts.ports;
-  tcfg.ringbuf_bytes = opts.ringbuf_mb << 20;
-  Tracer tracer(plan, tcfg, on_record);
-  TraceTarget target{iface->ifindex, current_netns_inode(), iface->irqs};
-  tracer.set_target(target);
-  const bool live = tracer.wait_until_live(2000);
-  const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
-
-  if (opts.demo)
-    demo = std::make_unique<DemoTraffic>(opts.ports.front());
-
-  Fd ep(epoll_create1(EPOLL_CLOEXEC));
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.fd = sigfd.get();
-  epoll_ctl(ep.get(), EPOLL_CTL_ADD, sigfd.get(), &ev);
-  ev.data.fd = tracer.ring_epoll_fd();
-  epoll_ctl(ep.get(), EPOLL_CTL_ADD, tracer.ring_epoll_fd(), &ev);
-
-  if (!live)
-    spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
-  spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready", iface->name,
-               iface->ifindex, iface->irqs.size(), fmt::join(opts.ports, ","), tracer.programs_attached(), attach_ms);
-  sd_notify(0, "READY=1");
-  uint64_t watchdog_usec = 0;
-  bool watchdog = sd_watchdog_enabled(0, &watchdog_usec) > 0;
-
-  const int64_t interval_ns = static_cast<int64_t>(std::llround(opts.interval_s * 1e9));
-  // 0 = run until signalled.
-  const int64_t stop_at =
-      opts.duration_s ? clock_ns(CLOCK_MONOTONIC) + static_cast<int64_t>(*opts.duration_s * 1e9) : 0;
-  auto interval_start_wall = std::chrono::system_clock::now();
-  int64_t next_report = clock_ns(CLOCK_MONOTONIC) + interval_ns;
-  auto prev_drops = tracer.drop_totals();
-  uint64_t prev_sink_dropped = 0, prev_outliers_suppressed = 0;
-  uint64_t expired_inflight = 0, expired_unread = 0;
-  uint64_t total_packets = 0;
-  bool iface_present = true;
-
-  auto report = [&](bool final) {
-    tracer.poll(0);
-    auto sweep = tracer.sweep(2000000000ull, 60000000000ull);
-    expired_inflight += sweep.expired_inflight;
-    expired_unread += sweep.expired_unread;
-    auto drops = tracer.drop_totals();
-    IntervalReport r;
-    r.start = interval_start_wall;
-    r.end = std::chrono::system_clock::now();
-    r.data = &agg;
-    r.final = final;
-    for (int i = 0; i < NETLATD_DROP_COUNT; i++)
-      r.drops[drop_name(i)] = drops[i] - prev_drops[i];
-    r.drops["unjoined_expired"] = sweep.expired_inflight;
-    r.drops["unread_expired"] = sweep.expired_unread;
-    uint64_t sd = sink.dropped();
-    r.drops["output_dropped"] = sd - prev_sink_dropped;
-    r.drops["outliers_rate_limited"] = outliers_suppressed - prev_outliers_suppressed;
-    prev_drops = drops;
-    prev_sink_dropped = sd;
-    prev_outliers_suppressed = outliers_suppressed;
-    total_packets += agg.packets();
-    sink.write(opts.format == OutputFormat::Json ? format_json_line(header, r) : format_text(header, r));
-    agg.reset();
-    interval_start_wall = r.end;
-    mono_to_real = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
-    sd_notify(0, fmt::format("STATUS=tracing {} ports {}: {} packets so far", header.iface, fmt::join(header.ports, ","),
-                             total_packets)
-                     .c_str());
-  };
-
-  // The interface may go away (module unload, veth deleted) and come back
-  // with another ifindex: keep tracing without a restart.
-  auto check_interface = [&] {
-    auto now = lookup_interface(opts.iface);
-    if (!now && iface_present) {
-      spdlog::warn("interface {} disappeared; waiting for it to come back", opts.iface);
-      iface_present = false;
-      target.ifindex = 0;
-      tracer.set_target(target);
-    } else if (now && (!iface_present || now->ifindex != target.ifindex)) {
-      spdlog::warn("interface {} is back (ifindex {}); tracing resumes", opts.iface, now->ifindex);
-      iface_present = true;
-      target.ifindex = now->ifindex;
-      target.irqs = now->irqs;
-      tracer.set_target(target);
-      header.ifindex = static_cast<int>(now->ifindex);
-    }
-  };
-
-  int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + 1000000000ll;
-  for (;;) {
-    int64_t now = clock_ns(CLOCK_MONOTONIC);
-    int64_t wake = std::min<int64_t>(next_report, now + 100000000ll);  // drain at least every 100 ms
-    if (stop_at)
-      wake = std::min(wake, stop_at);
-    int timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
-    epoll_event events[4];
-    int n = epoll_wait(ep.get(), events, 4, timeout_ms);
-    if (n < 0 && errno != EINTR)
-      throw Error(ExitCode::Software, std::string("epoll_wait: ") + std::strerror(errno));
-    tracer.poll(0);
-
-    bool stop = false;
-    signalfd_siginfo si{};
-    while (read(sigfd.get(), &si, sizeof(si)) == sizeof(si)) {
-      if (si.ssi_signo == SIGHUP) {
-        spdlog::info("SIGHUP: reopening output");
-        sink.reopen();
-      } else {
-        spdlog::info("{}: flushing and detaching", si.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-        stop = true;
-      }
-    }
-    now = clock_ns(CLOCK_MONOTONIC);
-    if (stop_at && now >= stop_at)
-      stop = true;
-    if (stop) {
-      sd_notify(0, "STOPPING=1");
-      report(true);
-      break;
-    }
-    if (now >= next_report) {
-      report(false);
-      next_report += interval_ns;
-      if (next_report <= now)
-        next_report = now + interval_ns;
-    }
-    if (now >= next_iface_check) {
-      check_interface();
-      next_iface_check = now + 1000000000ll;
-    }
-    if (watchdog)
-      sd_notify(0, "WATCHDOG=1");
-  }
-  demo.reset();
-  auto c = tracer.counter_totals();
-  auto d = tracer.drop_totals();
-  spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
-               "losses: {}",
-               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED], fmt::join(d, " "));
-  if (!sink.flush(500))
-    spdlog::warn("output did not drain within 500 ms at exit");
-  return 0;
+  Service service(opts, std::move(features), std::move(plan), *iface);
+  return service.run();
 }
 
 }  // namespace netlatd

@@ -1,12 +1,19 @@
 #include "netlatd/interface.hpp"
 
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <system_error>
 
 namespace netlatd {
 namespace fs = std::filesystem;
@@ -73,6 +80,84 @@ uint32_t current_netns_inode() {
   if (stat("/proc/self/ns/net", &st) != 0)
     return 0;
   return static_cast<uint32_t>(st.st_ino);
+}
+
+std::vector<LinkEvent> parse_link_messages(const void *data, size_t len) {
+  std::vector<LinkEvent> events;
+  // NLMSG_OK/NLMSG_NEXT take an int length; a datagram is far below INT_MAX.
+  int left = static_cast<int>(std::min<size_t>(len, 1u << 30));
+  for (auto *h = static_cast<const nlmsghdr *>(data); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+    if (h->nlmsg_type == NLMSG_DONE)
+      break;
+    if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK)
+      continue;
+    if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg)))
+      continue;
+    const auto *ifi = static_cast<const ifinfomsg *>(NLMSG_DATA(h));
+    LinkEvent e;
+    e.kind = h->nlmsg_type == RTM_NEWLINK ? LinkEvent::Kind::New : LinkEvent::Kind::Deleted;
+    e.ifindex = static_cast<uint32_t>(ifi->ifi_index);
+    int attr_left = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
+    for (auto *a = IFLA_RTA(ifi); RTA_OK(a, attr_left); a = RTA_NEXT(a, attr_left)) {
+      if (a->rta_type != IFLA_IFNAME)
+        continue;
+      const char *name = static_cast<const char *>(RTA_DATA(a));
+      // The name is NUL-terminated by the kernel; do not trust it to be.
+      e.name.assign(name, strnlen(name, RTA_PAYLOAD(a)));
+    }
+    events.push_back(std::move(e));
+  }
+  return events;
+}
+
+LinkMonitor::LinkMonitor() {
+  fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  if (fd_ < 0)
+    throw std::system_error(errno, std::generic_category(), "rtnetlink socket");
+  // Room for a burst (many veths created at once) before the kernel drops
+  // notifications; if it still does, read_events() reports it.
+  int bytes = 1 << 20;
+  setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+  sockaddr_nl addr{};
+  addr.nl_family = AF_NETLINK;
+  addr.nl_groups = RTMGRP_LINK;
+  if (bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
+    const int err = errno;
+    close(fd_);
+    fd_ = -1;
+    throw std::system_error(err, std::generic_category(), "rtnetlink bind to RTMGRP_LINK");
+  }
+}
+
+LinkMonitor::~LinkMonitor() {
+  if (fd_ >= 0)
+    close(fd_);
+}
+
+std::vector<LinkEvent> LinkMonitor::read_events(bool &lost) {
+  std::vector<LinkEvent> events;
+  alignas(nlmsghdr) char buf[16384];
+  for (;;) {
+    sockaddr_nl from{};
+    socklen_t from_len = sizeof(from);
+    const ssize_t n = recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr *>(&from), &from_len);
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == ENOBUFS) {
+        lost = true;
+        continue;
+      }
+      break;  // EAGAIN: nothing more
+    }
+    // Only the kernel (port id 0) speaks for the links; anything else on
+    // this socket would be another process's message.
+    if (from.nl_pid != 0)
+      continue;
+    auto batch = parse_link_messages(buf, static_cast<size_t>(n));
+    events.insert(events.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
+  }
+  return events;
 }
 
 }  // namespace netlatd
