@@ -207,10 +207,10 @@ static __always_inline int on_softirq_entry(unsigned int vec)
 	cs->run_raise_ts = cs->raise_ts > cs->softirq_ts ? cs->raise_ts : 0;
 	cs->softirq_ts = bpf_ktime_get_ns();
 	cs->in_net_rx = 1;
-	char comm[NETLATD_COMM_LEN];
-	bpf_get_current_comm(comm, sizeof(comm));
-	cs->in_ksoftirqd = comm[0] == 'k' && comm[1] == 's' && comm[2] == 'o' && comm[3] == 'f' &&
-			   comm[4] == 't' && comm[5] == 'i' && comm[6] == 'r' && comm[7] == 'q';
+	/* "ksoftirqd/N": the first 8 bytes of the name, in one load. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 name8 = *(__u64 *)task->comm;
+	cs->in_ksoftirqd = name8 == KSOFTIRQ_NAME8;
 	return 0;
 }
 
@@ -251,10 +251,14 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	__u8 l4proto;
 	__u32 l3len, l4off;
 	__u16 flags = 0;
+	struct l4_ports_seq l4;
+	/* One read covers the network header and the ports (and TCP's
+	 * sequence) in the common cases: IPv4 without options, IPv6 without
+	 * extension headers. Bytes past a short packet are never used. */
+	__u8 hdr[40 + sizeof(struct l4_ports_seq)];
 
 	if (proto == ETH_P_IP) {
-		__u8 hdr[20];
-		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
+		if (bpf_probe_read_kernel(hdr, 20 + sizeof(l4), data))
 			return 0;
 		__u16 frag = ((__u16)hdr[6] << 8 | hdr[7]) & 0x1fff;
 		if (frag) /* not the first fragment: no ports */
@@ -262,8 +266,11 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		l4proto = hdr[9];
 		l4off = (hdr[0] & 0xf) * 4;
 		l3len = (__u32)((__u16)hdr[2] << 8 | hdr[3]);
+		if (l4off == 20)
+			__builtin_memcpy(&l4, hdr + 20, sizeof(l4));
+		else if (bpf_probe_read_kernel(&l4, sizeof(l4), data + (l4off & 0x3f)))
+			return 0;
 	} else if (proto == ETH_P_IPV6) {
-		__u8 hdr[40];
 		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
 			return 0;
 		/* Extension headers are not walked: such packets are not tracked. */
@@ -271,14 +278,11 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		l4off = 40;
 		l3len = 40 + (__u32)((__u16)hdr[4] << 8 | hdr[5]);
 		flags |= NETLATD_PKT_IPV6;
+		__builtin_memcpy(&l4, hdr + 40, sizeof(l4));
 	} else {
 		return 0;
 	}
 	if (l4proto != IPPROTO_UDP && l4proto != IPPROTO_TCP)
-		return 0;
-
-	struct l4_ports_seq l4;
-	if (bpf_probe_read_kernel(&l4, sizeof(l4), data + (l4off & 0xff)))
 		return 0;
 	__u16 dport = bpf_ntohs(l4.dport);
 	if (!port_watched(dport))
@@ -443,14 +447,27 @@ static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64
  * per-NUMA producer queues), so walk back from the tail. */
 static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now)
 {
-	struct sk_buff *found[UDP_TAIL_WALK] = {};
-	struct sk_buff *skb = q->prev;
-	int n = 0;
-	for (int i = 0; i < UDP_TAIL_WALK; i++) {
-		if (!skb || (void *)skb == (void *)q)
-			break;
-		__u64 key = (__u64)skb;
-		if (!bpf_map_lookup_elem(&inflight, &key))
+	struct sk_buff *tail = q->prev;
+	if (!tail || (void *)tail == (void *)q)
+		return 0;
+	__u64 tail_key = (__u64)tail;
+	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &tail_key);
+	if (!pkt)
+		return 0;
+	/* The common case: only the newest datagram is waiting to be moved. */
+	struct sk_buff *skb = tail->prev;
+	__u64 key = (__u64)skb;
+	if (!skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key)) {
+		enqueue_tracked(sk, tail_key, pkt, now, false);
+		return 1;
+	}
+	/* A batch: collect it back from the tail, then move it oldest first. */
+	struct sk_buff *found[UDP_TAIL_WALK] = {tail, skb};
+	int n = 2;
+	skb = skb->prev;
+	for (int i = 2; i < UDP_TAIL_WALK; i++) {
+		key = (__u64)skb;
+		if (!skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key))
 			break;
 		found[i] = skb;
 		n = i + 1;

@@ -17,6 +17,8 @@
 #endif
 #define NET_RX_SOFTIRQ_NR 3
 #define MSG_PEEK_FLAG 2
+/* "ksoftirq", the first 8 bytes of ksoftirqd's name, as a little-endian word. */
+#define KSOFTIRQ_NAME8 0x71726974666f736bULL
 
 /* Kernel structs that differ across the kernels we run on. */
 
