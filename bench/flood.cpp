@@ -8,68 +8,35 @@
 // sends as fast as it can. The receiver times from its first to its last datagram and
 // stops after --idle-ms of silence or --seconds in all. Each prints one JSON line.
 // IPv4 literals only: traffic goes to loopback or a namespace the bench created.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <string>
 #include <string_view>
 #include <vector>
 
+#include "nlbench.hpp"
+
 namespace {
+
+using nlbench::die;
+using nlbench::now_ns;
 
 constexpr unsigned kBatch = 64;
 
-[[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "flood: error: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
-
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: flood recv --bind IP:PORT [--seconds S] [--idle-ms MS]\n"
-               "       flood send --to IP:PORT --seconds S [--rate PPS] [--max-packets N] "
-               "[--size BYTES]\n");
-  std::exit(64);
-}
-
-sockaddr_in parse_addr(const std::string& s) {
-  auto colon = s.rfind(':');
-  if (colon == std::string::npos) usage();
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1) usage();
-  a.sin_port = htons(static_cast<uint16_t>(std::stoul(s.substr(colon + 1))));
-  return a;
-}
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
+constexpr const char* kUsage =
+    "usage: nlbench-flood recv --bind IP:PORT [--seconds S] [--idle-ms MS]\n"
+    "       nlbench-flood send --to IP:PORT --seconds S [--rate PPS] [--max-packets N] "
+    "[--size BYTES]\n";
 
 int run_recv(const sockaddr_in& bind_to, double seconds, long idle_ms) {
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket");
   // A deep queue so a short scheduling hiccup of the receiver is not counted
   // as lost receive capacity.
-  int rcvbuf = 16 << 20;
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof rcvbuf) != 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&bind_to), sizeof bind_to) != 0) die("bind");
-  timeval tv{0, 50 * 1000};
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) die("SO_RCVTIMEO");
-  std::printf("{\"ready\":true}\n");
-  std::fflush(stdout);
+  const int fd =
+      nlbench::udp_socket({.bind_to = &bind_to, .recv_timeout_ms = 50, .rcvbuf_bytes = 16 << 20});
+  nlbench::say_ready();
 
   std::vector<char> bufs(kBatch * 2048);
   mmsghdr msgs[kBatch]{};
@@ -106,9 +73,7 @@ int run_recv(const sockaddr_in& bind_to, double seconds, long idle_ms) {
 
 int run_send(const sockaddr_in& to, double seconds, double rate, uint64_t max_packets,
              size_t size) {
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket");
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) die("connect");
+  const int fd = nlbench::udp_socket({.connect_to = &to});
   std::vector<char> payload(std::max<size_t>(size, 1), 'x');
   mmsghdr msgs[kBatch]{};
   iovec iov{payload.data(), payload.size()};
@@ -160,28 +125,26 @@ int run_send(const sockaddr_in& to, double seconds, double rate, uint64_t max_pa
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage();
+  nlbench::tool_name = "nlbench-flood";
+  if (argc < 2) nlbench::usage(kUsage);
   const std::string_view mode = argv[1];
-  std::string to, bind_to;
+  std::optional<sockaddr_in> to, bind_to;
   double seconds = 3, rate = 0;
   long idle_ms = 300;
   uint64_t max_packets = 50'000'000;
   size_t size = 64;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (i + 1 >= argc) usage();
-    const char* v = argv[++i];
-    if (a == "--to") to = v;
-    else if (a == "--bind") bind_to = v;
-    else if (a == "--seconds") seconds = std::atof(v);
-    else if (a == "--rate") rate = std::atof(v);
-    else if (a == "--max-packets") max_packets = std::strtoull(v, nullptr, 10);
-    else if (a == "--idle-ms") idle_ms = std::atol(v);
-    else if (a == "--size") size = static_cast<size_t>(std::atol(v));
-    else usage();
-  }
-  if (seconds <= 0 || seconds > 600) usage();
-  if (mode == "recv" && !bind_to.empty()) return run_recv(parse_addr(bind_to), seconds, idle_ms);
-  if (mode == "send" && !to.empty()) return run_send(parse_addr(to), seconds, rate, max_packets, size);
-  usage();
+  nlbench::for_each_flag(argc, argv, 2, kUsage, [&](std::string_view flag, std::string_view v) {
+    using nlbench::assign, nlbench::parse_number;
+    if (flag == "--to") return assign(to, nlbench::parse_ipv4(v));
+    if (flag == "--bind") return assign(bind_to, nlbench::parse_ipv4(v));
+    if (flag == "--seconds") return assign(seconds, parse_number<double>(v, 0.001, 600));
+    if (flag == "--rate") return assign(rate, parse_number<double>(v, 0, 1e9));
+    if (flag == "--max-packets") return assign(max_packets, parse_number<uint64_t>(v, 1, 1ull << 40));
+    if (flag == "--idle-ms") return assign(idle_ms, parse_number<long>(v, 1, 600'000));
+    if (flag == "--size") return assign(size, parse_number<size_t>(v, 1, 65507));
+    return false;
+  });
+  if (mode == "recv" && bind_to) return run_recv(*bind_to, seconds, idle_ms);
+  if (mode == "send" && to) return run_send(*to, seconds, rate, max_packets, size);
+  nlbench::usage(kUsage);
 }

@@ -5,76 +5,33 @@
 //   nlbench-pingpong client --to 127.0.0.1:47001 [--bind 127.0.0.1:47002]
 //                                 [--count 20000] [--warmup 2000] [--size 64]
 //
-// Only IPv4 literals are accepted: bench/ sends to loopback or into a namespace
-// it created, never to a name that could resolve elsewhere.
-#include <arpa/inet.h>
-#include <netinet/in.h>
+// Only IPv4 literals are accepted (see nlbench.hpp).
 #include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "nlbench.hpp"
+
 namespace {
 
-[[noreturn]] void die(const char* what) {
-  std::fprintf(stderr, "pingpong: error: %s: %s\n", what, std::strerror(errno));
-  std::exit(1);
-}
+using nlbench::die;
+using nlbench::now_ns;
 
-[[noreturn]] void usage() {
-  std::fprintf(stderr,
-               "usage: pingpong server --bind IP:PORT [--seconds S]\n"
-               "       pingpong client --to IP:PORT [--bind IP:PORT] [--count N] [--warmup N] "
-               "[--size BYTES] [--timeout-ms MS]\n");
-  std::exit(64);
-}
-
-sockaddr_in parse_addr(const std::string& s) {
-  auto colon = s.rfind(':');
-  if (colon == std::string::npos) usage();
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  if (inet_pton(AF_INET, s.substr(0, colon).c_str(), &a.sin_addr) != 1) usage();
-  a.sin_port = htons(static_cast<uint16_t>(std::stoul(s.substr(colon + 1))));
-  return a;
-}
-
-uint64_t now_ns() {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<uint64_t>(ts.tv_nsec);
-}
-
-void set_timeout(int fd, long ms) {
-  timeval tv{ms / 1000, (ms % 1000) * 1000};
-  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) die("SO_RCVTIMEO");
-}
-
-int make_socket(const sockaddr_in* bind_to) {
-  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket");
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (bind_to && bind(fd, reinterpret_cast<const sockaddr*>(bind_to), sizeof *bind_to) != 0)
-    die("bind");
-  return fd;
-}
+constexpr const char* kUsage =
+    "usage: nlbench-pingpong server --bind IP:PORT [--seconds S]\n"
+    "       nlbench-pingpong client --to IP:PORT [--bind IP:PORT] [--count N] [--warmup N] "
+    "[--size BYTES] [--timeout-ms MS]\n";
 
 // The server exits on its own after --seconds so a crashed harness never leaves it behind.
 int run_server(const sockaddr_in& bind_to, long seconds) {
-  int fd = make_socket(&bind_to);
-  set_timeout(fd, 200);
-  std::printf("{\"ready\":true}\n");
-  std::fflush(stdout);
+  const int fd = nlbench::udp_socket({.bind_to = &bind_to, .recv_timeout_ms = 200, .reuse_addr = true});
+  nlbench::say_ready();
   const uint64_t deadline = now_ns() + static_cast<uint64_t>(seconds) * 1000000000ull;
   char buf[65536];
   uint64_t echoed = 0;
@@ -96,9 +53,8 @@ int run_server(const sockaddr_in& bind_to, long seconds) {
 
 int run_client(const sockaddr_in& to, const sockaddr_in* bind_to, long count, long warmup,
                size_t size, long timeout_ms) {
-  int fd = make_socket(bind_to);
-  set_timeout(fd, timeout_ms);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) die("connect");
+  const int fd = nlbench::udp_socket(
+      {.bind_to = bind_to, .connect_to = &to, .recv_timeout_ms = timeout_ms, .reuse_addr = true});
   std::vector<char> out(std::max<size_t>(size, 8)), in(65536);
   std::vector<uint64_t> rtt;
   rtt.reserve(static_cast<size_t>(count));
@@ -127,7 +83,7 @@ int run_client(const sockaddr_in& to, const sockaddr_in* bind_to, long count, lo
     }
   }
   if (rtt.empty()) {
-    std::fprintf(stderr, "pingpong: error: no round trip completed (%ld lost)\n", lost);
+    std::fprintf(stderr, "nlbench-pingpong: error: no round trip completed (%ld lost)\n", lost);
     return 2;
   }
   std::vector<uint64_t> sorted = rtt;
@@ -151,34 +107,25 @@ int run_client(const sockaddr_in& to, const sockaddr_in* bind_to, long count, lo
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) usage();
+  nlbench::tool_name = "nlbench-pingpong";
+  if (argc < 2) nlbench::usage(kUsage);
   const std::string_view mode = argv[1];
-  std::string to, bind_to;
+  std::optional<sockaddr_in> to, bind_to;
   long seconds = 600, count = 20000, warmup = 2000, timeout_ms = 200;
   size_t size = 64;
-  for (int i = 2; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (i + 1 >= argc) usage();
-    const char* v = argv[++i];
-    if (a == "--to") to = v;
-    else if (a == "--bind") bind_to = v;
-    else if (a == "--seconds") seconds = std::atol(v);
-    else if (a == "--count") count = std::atol(v);
-    else if (a == "--warmup") warmup = std::atol(v);
-    else if (a == "--size") size = static_cast<size_t>(std::atol(v));
-    else if (a == "--timeout-ms") timeout_ms = std::atol(v);
-    else usage();
-  }
-  if (mode == "server") {
-    if (bind_to.empty()) usage();
-    return run_server(parse_addr(bind_to), seconds);
-  }
-  if (mode == "client") {
-    if (to.empty() || count <= 0) usage();
-    sockaddr_in b{};
-    if (!bind_to.empty()) b = parse_addr(bind_to);
-    return run_client(parse_addr(to), bind_to.empty() ? nullptr : &b, count, warmup, size,
-                      timeout_ms);
-  }
-  usage();
+  nlbench::for_each_flag(argc, argv, 2, kUsage, [&](std::string_view flag, std::string_view v) {
+    using nlbench::assign, nlbench::parse_number;
+    if (flag == "--to") return assign(to, nlbench::parse_ipv4(v));
+    if (flag == "--bind") return assign(bind_to, nlbench::parse_ipv4(v));
+    if (flag == "--seconds") return assign(seconds, parse_number<long>(v, 1, 86400));
+    if (flag == "--count") return assign(count, parse_number<long>(v, 1, 100'000'000));
+    if (flag == "--warmup") return assign(warmup, parse_number<long>(v, 0, 100'000'000));
+    if (flag == "--size") return assign(size, parse_number<size_t>(v, 1, 65507));
+    if (flag == "--timeout-ms") return assign(timeout_ms, parse_number<long>(v, 1, 600'000));
+    return false;
+  });
+  if (mode == "server" && bind_to) return run_server(*bind_to, seconds);
+  if (mode == "client" && to)
+    return run_client(*to, bind_to ? &*bind_to : nullptr, count, warmup, size, timeout_ms);
+  nlbench::usage(kUsage);
 }
