@@ -44,6 +44,10 @@ TARGETS = {
 }
 
 
+# Parts that measure only the daemon; the others compare every tracer available.
+NETLATD_ONLY_PARTS = ("daemon", "startstop")
+
+
 class BenchError(Exception):
     """The bench itself cannot go on (not a missed target)."""
 
@@ -72,16 +76,22 @@ def run(cmd, check=True, timeout=30, **kw):
 class Proc:
     """A child whose stdout/stderr lines are collected, time-stamped, by reader threads."""
 
-    def __init__(self, bench, name, cmd, ready=None):
+    def __init__(self, bench, name, cmd, ready=None, notify_dir=None):
+        """ready: (stream, predicate on a line) that says the child is ready; or
+        notify_dir: the child is a service that sends READY=1 to $NOTIFY_SOCKET
+        (netlatd: that is its contract with systemd, unlike the wording of a log line)."""
         self.name = name
         self.cmd = cmd
         self.lines = {"stdout": [], "stderr": []}
         self.ready_at = None
         self.ready_evt = threading.Event()
-        self.ready = ready  # (stream, predicate on line)
+        self.ready = ready
+        env = None
+        if notify_dir:
+            env = dict(os.environ, NOTIFY_SOCKET=self._listen_notify(bench, notify_dir))
         self.t_start = time.monotonic()
         self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, bufsize=1,
+                                  stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
                                   start_new_session=True, preexec_fn=unblock_stop_signals)
         bench.procs.append(self)
         self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True)
@@ -97,6 +107,34 @@ class Proc:
                     and self.ready[1](line):
                 self.ready_at = now
                 self.ready_evt.set()
+
+    def _listen_notify(self, bench, notify_dir):
+        path = os.path.join(notify_dir, f"notify-{len(bench.procs)}.sock")
+        if os.path.exists(path):
+            os.unlink(path)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        sock.settimeout(0.2)
+
+        def listen():
+            # Until the child has exited (and a last look after, for a datagram
+            # sent just before): READY=1 stamps the moment it arrived.
+            try:
+                while not self.ready_evt.is_set():
+                    try:
+                        msg = sock.recv(4096)
+                    except socket.timeout:
+                        if getattr(self, "p", None) is not None and self.p.poll() is not None:
+                            return
+                        continue
+                    if "READY=1" in msg.decode(errors="replace").split("\n"):
+                        self.ready_at = time.monotonic()
+                        self.ready_evt.set()
+            finally:
+                sock.close()
+                os.unlink(path)
+        threading.Thread(target=listen, daemon=True).start()
+        return path
 
     def wait_ready(self, timeout):
         deadline = time.monotonic() + timeout
@@ -118,24 +156,17 @@ class Proc:
             self.p.send_signal(sig)
         except ProcessLookupError:
             pass
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise BenchError(f"{self.name} did not exit within {timeout}s of signal {sig}")
-        dt = time.monotonic() - t0
-        for t in self.threads:
-            t.join(2)
-        return dt
+        self.wait(timeout, f"{self.name} did not exit within {timeout}s of signal {sig}")
+        return self.exited_at - t0
 
-    def wait(self, timeout):
+    def wait(self, timeout, overrun=None):
+        """Exit code; past the timeout, kill the child's group and raise."""
         try:
             self.p.wait(timeout)
         except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.p.wait(5)
-            raise BenchError(f"{self.name} ran over its {timeout}s bound")
+            self.kill()
+            raise BenchError(overrun or f"{self.name} ran over its {timeout}s bound")
+        self.exited_at = time.monotonic()
         for t in self.threads:
             t.join(2)
         return self.p.returncode
@@ -177,18 +208,24 @@ def proc_status_kib(pid, key):
     return None
 
 
-def bpf_map_rss_kib(pid):
-    """RSS of the process's mmap'ed BPF maps (the ring buffer): kernel memory, but
-    counted in VmRSS/VmHWM, so the daemon's own heap can be told apart from it."""
-    total, in_map = 0, False
+def rss_by_mapping_kib(pid):
+    """The process's RSS now, by what backs it: "bpf_maps" (the mmap'ed ring buffer:
+    kernel memory, yet counted in VmRSS/VmHWM), "binary" (its own file), "libraries"
+    (other files), "anonymous" (heap, thread stacks)."""
+    exe = os.readlink(f"/proc/{pid}/exe")
+    out = {"bpf_maps": 0, "binary": 0, "libraries": 0, "anonymous": 0}
+    kind = None
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:
             first = line.split(None, 1)[0]
             if "-" in first and not first.endswith(":"):
-                in_map = "bpf-map" in line
-            elif in_map and first == "Rss:":
-                total += int(line.split()[1])
-    return total
+                fields = line.split(None, 5)
+                name = fields[5].strip() if len(fields) > 5 else ""
+                kind = ("bpf_maps" if "bpf-map" in name else "binary" if name == exe
+                        else "libraries" if name.startswith("/") else "anonymous")
+            elif kind and first == "Rss:":
+                out[kind] += int(line.split()[1])
+    return out
 
 
 def bpf_prog_ids_of(pid):
@@ -309,7 +346,7 @@ class Bench:
         for p in ports:
             cmd += ["--port", str(p)]
         cmd += list(extra)
-        pr = Proc(self, name, cmd, ready=("stderr", lambda l: "tracing" in l and "ready" in l))
+        pr = Proc(self, name, cmd, notify_dir=self.tmp)
         return pr
 
     def start_tracer(self, variant, iface, ifindex, ports):
@@ -425,11 +462,13 @@ class Bench:
         paths = {
             "loopback": dict(iface="lo", ifindex=1, srv_cmd=[self.tool("pingpong"), "server",
                              "--bind", f"127.0.0.1:{p_srv}", "--seconds", "3600"],
-                             to=f"127.0.0.1:{p_srv}", bind=f"127.0.0.1:{p_cli}"),
+                             to=f"127.0.0.1:{p_srv}", bind=f"127.0.0.1:{p_cli}",
+                             traced_ends=2),
             "veth": dict(iface=self.veth, ifindex=self.veth_ifindex,
                          srv_cmd=self.ns_cmd([self.tool("pingpong"), "server", "--bind",
                                               f"{self.ip_ns}:{p_srv}", "--seconds", "3600"]),
-                         to=f"{self.ip_ns}:{p_srv}", bind=f"{self.ip_root}:{p_cli}"),
+                         to=f"{self.ip_ns}:{p_srv}", bind=f"{self.ip_root}:{p_cli}",
+                         traced_ends=1),  # the server's end is in the namespace
         }
         variants = self.variants()
         runs = []
@@ -472,41 +511,17 @@ class Bench:
                             rec.update(self.stop_tracer(v, tr, info))
                         except BenchError as e:
                             self.tracer_error(v, f"roundtrip {name}: {e}")
+                    # A tracer that attaches but follows no packet costs nothing and
+                    # measures nothing: that is a failure, not a good figure.
+                    want = (a.count + a.warmup) * pth["traced_ends"]
+                    if v.startswith("netlatd") and rec.get("traced_packets", 0) < 0.9 * want:
+                        self.tracer_error(v, f"roundtrip {name}: traced "
+                                          f"{rec.get('traced_packets')} of {want} packets")
                     runs.append(rec)
                     log(f"roundtrip round {rnd + 1}/{a.rounds} {name:8s} {v:17s} "
                         f"p50 {rec['p50_ns'] / 1000:7.2f} us  p99 {rec['p99_ns'] / 1000:7.2f} us")
         for pth in paths.values():
             pth["server"].kill()
-
-        summary = {}
-        for name in paths:
-            base = [r for r in runs if r["path"] == name and r["variant"] == "baseline"]
-            b50, b99 = median([r["p50_ns"] for r in base]), median([r["p99_ns"] for r in base])
-            for v in variants:
-                rs = [r for r in runs if r["path"] == name and r["variant"] == v]
-                if not rs:
-                    continue
-                m50, m99 = median([r["p50_ns"] for r in rs]), median([r["p99_ns"] for r in rs])
-                # Deltas are paired: each run against the baseline of its own round,
-                # so drift in the machine's load over the bench cancels out.
-                by_round = {r["round"]: r for r in base}
-                d50 = [r["p50_ns"] - by_round[r["round"]]["p50_ns"] for r in rs
-                       if r["round"] in by_round]
-                d99 = [r["p99_ns"] - by_round[r["round"]]["p99_ns"] for r in rs
-                       if r["round"] in by_round]
-                s = {"runs": len(rs), "p50_ns": m50, "p99_ns": m99,
-                     "mean_ns": median([r["mean_ns"] for r in rs]),
-                     "p50_delta_ns": median(d50), "p50_ratio": m50 / b50,
-                     "p99_delta_ns": median(d99), "p99_ratio": m99 / b99,
-                     "p50_min_ns": min(r["p50_ns"] for r in rs),
-                     "p50_max_ns": max(r["p50_ns"] for r in rs),
-                     "lost": sum(r["lost"] for r in rs)}
-                if v == "perf":
-                    s["perf_mb_per_s"] = median([r.get("perf_mb_per_s") for r in rs])
-                if any("traced_packets" in r for r in rs):
-                    s["traced_packets_per_run"] = median([r.get("traced_packets") for r in rs])
-                summary.setdefault(name, {})[v] = s
-        self.results["roundtrip"]["summary"] = summary
 
     # ---- floods -------------------------------------------------------------------------
 
@@ -540,6 +555,8 @@ class Bench:
         a = self.a
         variants = [v for v in self.variants() if v != "netlatd-outliers"]
         runs, failed = [], set()
+        # Registered now so that the runs done survive a stop half-way.
+        self.results["packet_rate"] = {"seconds": a.flood_seconds, "summary": {}, "runs": runs}
         for rnd in range(a.rounds):
             for v in variants:
                 if v in failed:
@@ -564,16 +581,6 @@ class Bench:
                 runs.append(f)
                 log(f"packet rate round {rnd + 1}/{a.rounds} {v:9s} "
                     f"{f['recv_pps'] / 1e3:8.1f} kpps received ({f['send_pps'] / 1e3:.1f} sent)")
-        base = median([r["recv_pps"] for r in runs if r["variant"] == "baseline"])
-        summary = {}
-        for v in variants:
-            pps = median([r["recv_pps"] for r in runs if r["variant"] == v])
-            if pps is None:
-                continue
-            summary[v] = {"recv_pps": pps,
-                          "loss_pct": (base - pps) / base * 100 if base else None}
-        self.results["packet_rate"] = {"seconds": a.flood_seconds, "summary": summary,
-                                       "runs": runs}
 
     # ---- 3. per-hook cost -----------------------------------------------------------------
 
@@ -635,13 +642,14 @@ class Bench:
     # ---- 4. daemon cost ---------------------------------------------------------------------
 
     def daemon_cost(self):
+        """At each fixed rate with the default ring buffer, then at 200k pps with each
+        --ringbuf-mb asked for (the ring buffer is most of the RSS; see the doc)."""
         a = self.a
-        if not a.netlatd:
-            self.results["notes"].append("daemon cost: netlatd not available, skipped")
-            return
         rows = self.results["daemon"] = []
-        for rate in a.rates:
-            tr = self.start_netlatd(self.veth, [self.ports[2]])
+        runs = [(rate, None) for rate in a.rates] + [(200000, mb) for mb in a.ringbuf_mb]
+        for rate, ringbuf_mb in runs:
+            extra_args = ["--ringbuf-mb", str(ringbuf_mb)] if ringbuf_mb else []
+            tr = self.start_netlatd(self.veth, [self.ports[2]], extra_args)
             if not tr.wait_ready(15):
                 self.tracer_error("netlatd", f"daemon cost: {not_ready(tr, 15)}")
                 return
@@ -654,26 +662,25 @@ class Bench:
                 t0, c0 = f.pop("ctx")
                 t1, c1 = time.monotonic(), proc_cpu_ticks(pid)
                 hwm = proc_status_kib(pid, "VmHWM")
-                map_rss = bpf_map_rss_kib(pid)
+                rss = rss_by_mapping_kib(pid)
             finally:
                 extra = self.stop_tracer("netlatd", tr, {})
-            row = {"rate_target": rate, "recv_pps": f["recv_pps"], "received": f["received"],
+            row = {"rate_target": rate, "ringbuf_mb": ringbuf_mb,
+                   "recv_pps": f["recv_pps"], "received": f["received"],
                    "cpu_pct": (c1 - c0) / CLK_TCK / (t1 - t0) * 100,
                    "cpu_resolution_pct": 1 / CLK_TCK / (t1 - t0) * 100,
-                   "vmhwm_kib": hwm, "bpf_map_rss_kib": map_rss,
+                   "vmhwm_kib": hwm, "bpf_map_rss_kib": rss["bpf_maps"], "rss_kib": rss,
                    "traced_packets": extra.get("traced_packets"),
                    "drops": extra.get("drops", {})}
             rows.append(row)
-            log(f"daemon cost at {rate or 'max'} pps: {row['cpu_pct']:.2f} % CPU, "
-                f"VmHWM {hwm} KiB, drops {row['drops']}")
+            log(f"daemon cost at {rate or 'max'} pps"
+                f"{f', ring buffer {ringbuf_mb} MiB' if ringbuf_mb else ''}: "
+                f"{row['cpu_pct']:.2f} % CPU, VmHWM {hwm} KiB ({rss}), drops {row['drops']}")
 
     # ---- 5. start-up / shut-down -------------------------------------------------------------
 
     def startstop(self):
         a = self.a
-        if not a.netlatd:
-            self.results["notes"].append("start/stop: netlatd not available, skipped")
-            return
         rows = []
         for _ in range(a.startstop_reps):
             tr = self.start_netlatd("lo", [self.ports[0]])
@@ -719,6 +726,50 @@ def netlatd_drops(lines):
 
 # ---- report ---------------------------------------------------------------------------
 
+def summarize(res):
+    """Medians of the runs done: called once at the end, also after a stop half-way."""
+    rt = res.get("roundtrip")
+    if rt:
+        runs, summary = rt["runs"], {}
+        for name in dict.fromkeys(r["path"] for r in runs):
+            base = [r for r in runs if r["path"] == name and r["variant"] == "baseline"]
+            b50, b99 = median([r["p50_ns"] for r in base]), median([r["p99_ns"] for r in base])
+            # Deltas are paired: each run against the baseline of its own round,
+            # so drift in the machine's load over the bench cancels out.
+            by_round = {r["round"]: r for r in base}
+            for v in dict.fromkeys(r["variant"] for r in runs):
+                rs = [r for r in runs if r["path"] == name and r["variant"] == v]
+                if not rs:
+                    continue
+                m50, m99 = median([r["p50_ns"] for r in rs]), median([r["p99_ns"] for r in rs])
+                d50 = [r["p50_ns"] - by_round[r["round"]]["p50_ns"] for r in rs
+                       if r["round"] in by_round]
+                d99 = [r["p99_ns"] - by_round[r["round"]]["p99_ns"] for r in rs
+                       if r["round"] in by_round]
+                s = {"runs": len(rs), "p50_ns": m50, "p99_ns": m99,
+                     "mean_ns": median([r["mean_ns"] for r in rs]),
+                     "p50_delta_ns": median(d50), "p50_ratio": m50 / b50 if b50 else None,
+                     "p99_delta_ns": median(d99), "p99_ratio": m99 / b99 if b99 else None,
+                     "p50_min_ns": min(r["p50_ns"] for r in rs),
+                     "p50_max_ns": max(r["p50_ns"] for r in rs),
+                     "lost": sum(r["lost"] for r in rs)}
+                if v == "perf":
+                    s["perf_mb_per_s"] = median([r.get("perf_mb_per_s") for r in rs])
+                if any("traced_packets" in r for r in rs):
+                    s["traced_packets_per_run"] = median([r.get("traced_packets") for r in rs])
+                summary.setdefault(name, {})[v] = s
+        rt["summary"] = summary
+    pr = res.get("packet_rate")
+    if pr:
+        runs, summary = pr["runs"], {}
+        base = median([r["recv_pps"] for r in runs if r["variant"] == "baseline"])
+        for v in dict.fromkeys(r["variant"] for r in runs):
+            pps = median([r["recv_pps"] for r in runs if r["variant"] == v])
+            summary[v] = {"recv_pps": pps,
+                          "loss_pct": (base - pps) / base * 100 if base else None}
+        pr["summary"] = summary
+
+
 def evaluate(res):
     """(target name, measured text, limit text, met: True/False/None)."""
     rows = []
@@ -739,7 +790,7 @@ def evaluate(res):
     m = hk["max_hot_ns_per_run"] if hk else None
     add("mean ns per hot hook (worst)", m, "{:.0f} ns", "<= 60 ns",
         m is not None and m <= TARGETS["hook_mean_ns"])
-    daemon = res.get("daemon") or []
+    daemon = [r for r in res.get("daemon") or [] if not r.get("ringbuf_mb")]
     at100 = [r for r in daemon if r["rate_target"] == 100000]
     cpu = at100[0]["cpu_pct"] if at100 else None
     add("daemon CPU at 100k pps", cpu, "{:.2f} % of a core", "<= 2 %",
@@ -768,6 +819,11 @@ def us(ns):
     return f"{ns / 1000:.2f}" if ns is not None else "n/a"
 
 
+def num(x, spec, scale=1.0):
+    """x / scale formatted, or "n/a" for a figure a stopped run did not get to."""
+    return format(x / scale, spec) if x is not None else "n/a"
+
+
 def render(res, md=False):
     out = []
 
@@ -778,7 +834,7 @@ def render(res, md=False):
             for r in rows:
                 out.append("| " + " | ".join(str(c) for c in r) + " |")
         else:
-            w = [max(len(str(c)) for c in col) for col in zip(head, *rows)] if rows else []
+            w = [max(len(str(c)) for c in col) for col in zip(head, *rows)]
             out.append("  ".join(str(h).ljust(w[i]) for i, h in enumerate(head)))
             for r in rows:
                 out.append("  ".join(str(c).ljust(w[i]) for i, c in enumerate(r)))
@@ -800,16 +856,15 @@ def render(res, md=False):
                     extra = f"{s['traced_packets_per_run']:.0f} packets traced a run"
                 rows.append((path, v, us(s["p50_ns"]),
                              f"{us(s['p50_min_ns'])}–{us(s['p50_max_ns'])}",
-                             f"{s['p50_delta_ns'] / 1000:+.2f}",
-                             f"{s['p50_ratio']:.3f}", us(s["p99_ns"]),
-                             f"{s['p99_delta_ns'] / 1000:+.2f}", extra))
+                             num(s["p50_delta_ns"], "+.2f", 1000), num(s["p50_ratio"], ".3f"),
+                             us(s["p99_ns"]), num(s["p99_delta_ns"], "+.2f", 1000), extra))
         table(["path", "tracer", "p50 us", "p50 range of runs", "p50 +us (paired)", "p50 x",
                "p99 us", "p99 +us (paired)", "note"], rows)
     prr = res.get("packet_rate")
     if prr:
         title(f"Max UDP receive rate over veth ({prr['seconds']} s floods, medians)")
         table(["tracer", "received", "loss vs baseline"],
-              [(v, f"{s['recv_pps'] / 1e3:.1f} kpps", f"{s['loss_pct']:.1f} %")
+              [(v, f"{s['recv_pps'] / 1e3:.1f} kpps", num(s["loss_pct"], ".1f") + " %")
                for v, s in prr["summary"].items()])
     floor_names = {"softirq_raise": "floor: reads one field",
                    "softirq_entry": "floor: one bpf_ktime_get_ns"}
@@ -833,14 +888,16 @@ def render(res, md=False):
                for p in h["progs"]])
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
-        table(["target pps", "received pps", "CPU %", "VmHWM MiB", "of it BPF maps MiB",
-               "traced/received", "drops"],
-              [(r["rate_target"] or "max", f"{r['recv_pps']:.0f}",
+        table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
+               "of it BPF maps MiB", "traced/received", "drops (non-zero)"],
+              [(r["rate_target"] or "max",
+                f"{r['ringbuf_mb']} MiB" if r.get("ringbuf_mb") else "default",
+                f"{r['recv_pps']:.0f}",
                 f"{r['cpu_pct']:.2f} (±{r['cpu_resolution_pct']:.2f})",
                 f"{r['vmhwm_kib'] / 1024:.1f}" if r["vmhwm_kib"] else "n/a",
                 f"{r.get('bpf_map_rss_kib', 0) / 1024:.1f}",
                 f"{(r['traced_packets'] or 0) / r['received']:.3f}" if r["received"] else "n/a",
-                json.dumps(r["drops"], separators=(",", ":")))
+                ", ".join(f"{k} {n}" for k, n in r["drops"].items() if n) or "none")
                for r in res["daemon"]])
     ss = res.get("startstop")
     if ss:
@@ -921,6 +978,9 @@ def main():
     ap.add_argument("--no-bpftrace", action="store_true")
     ap.add_argument("--no-perf", action="store_true")
     ap.add_argument("--keep-logs", action="store_true")
+    ap.add_argument("--ringbuf-mb", default="2,1",
+                    help="daemon part: also run at 200k pps with netlatd --ringbuf-mb N, "
+                         "for each N of this comma list ('' for none; default 2,1)")
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
     a = ap.parse_args()
     dflt = dict(rounds=(1, 7), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
@@ -929,7 +989,11 @@ def main():
         if getattr(a, k) is None:
             setattr(a, k, smoke if a.smoke else full)
     a.rates = [10000, 100000, 200000, 0]
-    parts = (a.only or "roundtrip,rate,hooks,daemon,startstop").split(",")
+    a.ringbuf_mb = [int(x) for x in a.ringbuf_mb.split(",") if x] if a.ringbuf_mb else []
+    all_parts = ["roundtrip", "rate", "hooks", "daemon", "startstop"]
+    parts = a.only.split(",") if a.only else all_parts
+    if set(parts) - set(all_parts):
+        ap.error(f"--only: unknown part(s) {','.join(sorted(set(parts) - set(all_parts)))}")
     if os.geteuid() != 0:
         log("needs root (network namespaces, BPF, sysctl)")
         return 77
@@ -949,6 +1013,9 @@ def main():
         steps = {"roundtrip": b.roundtrip, "rate": b.packet_rate, "hooks": b.hook_costs,
                  "daemon": b.daemon_cost, "startstop": b.startstop}
         for p in parts:
+            if p in NETLATD_ONLY_PARTS and not a.netlatd:
+                b.results["notes"].append(f"{p}: netlatd not available, skipped")
+                continue
             steps[p]()
     except (BenchError, Stopped, subprocess.TimeoutExpired, OSError, KeyboardInterrupt) as e:
         msg = stop_reason[0] if stop_reason else f"{type(e).__name__}: {e}"
@@ -959,6 +1026,7 @@ def main():
         b.cleanup()
     b.results["host"]["loadavg_end"] = os.getloadavg()[0]
     b.results["elapsed_s"] = time.monotonic() - t0
+    summarize(b.results)
     b.results["targets"] = evaluate(b.results)
     with open(a.out, "w") as f:
         json.dump(b.results, f, indent=1)
