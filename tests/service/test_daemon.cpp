@@ -1,0 +1,678 @@
+// The daemon as a service manager and an operator see it: readiness, status,
+// watchdog and shutdown on a real NOTIFY_SOCKET, real signals, programs left
+// in the kernel (bpftool), logrotate and config reloads, a stdout reader that
+// stalls or dies, an interface deleted and re-created, and a real HTTP scrape.
+// Every test runs the real binary as root on the running kernel.
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+#include <catch2/matchers/catch_matchers_string.hpp>
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+#include "net_fixture.hpp"
+#include "netlatd/version.hpp"
+#include "process.hpp"
+
+using Catch::Matchers::ContainsSubstring;
+using nlohmann::json;
+using namespace nltest;
+using Clock = std::chrono::steady_clock;
+namespace fs = std::filesystem;
+
+namespace {
+
+int64_t ms_since(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// Polls `done` every 20 ms for up to timeout_ms.
+template <typename F>
+bool eventually(int timeout_ms, F done) {
+  const auto until = Clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    if (done())
+      return true;
+    if (Clock::now() >= until)
+      return false;
+    sleep_ms(20);
+  }
+}
+
+std::string slurp(const fs::path &p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path &p, const std::string &text) {
+  std::ofstream out(p, std::ios::trunc);
+  out << text;
+}
+
+class TempDir {
+public:
+  TempDir() {
+    char tmpl[] = "/tmp/netlatd-svc-XXXXXX";
+    if (!mkdtemp(tmpl))
+      throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path &path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+std::vector<json> json_lines(const std::string &text) {
+  std::vector<json> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty())
+      out.push_back(json::parse(line));
+  return out;
+}
+
+struct Totals {
+  uint64_t packets = 0, total_count = 0, lines = 0;
+  bool final_last = false;
+  json last;
+};
+
+Totals interval_totals(const std::string &text) {
+  Totals t;
+  for (const json &j : json_lines(text)) {
+    if (j["type"] != "interval")
+      continue;
+    t.lines++;
+    t.packets += j["packets"].get<uint64_t>();
+    t.total_count += j["stages"]["total"].value("count", 0ull);
+    t.final_last = j.value("final", false);
+    t.last = j;
+  }
+  return t;
+}
+
+// A local UDP port nobody listens on right now.
+uint16_t free_port(int type = SOCK_DGRAM) {
+  int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
+  close(s);
+  return ntohs(a.sin_port);
+}
+
+std::vector<std::string> netlatd_on_lo(uint16_t port, std::vector<std::string> extra) {
+  std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(port)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// Datagrams on the notify socket for `ms`, each split into its lines.
+std::vector<std::string> notify_lines(NotifySocket &n, int ms) {
+  std::vector<std::string> lines;
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    if (left <= 0)
+      return lines;
+    std::istringstream msg(n.receive(static_cast<int>(left)));
+    for (std::string l; std::getline(msg, l);)
+      lines.push_back(l);
+  }
+}
+
+// The BPF programs a process holds, from its file descriptors: the ids of
+// its program fds and of the programs behind its link fds (fdinfo prog_id).
+std::set<uint32_t> programs_held_by(pid_t pid) {
+  std::set<uint32_t> ids;
+  const fs::path dir = "/proc/" + std::to_string(pid) + "/fdinfo";
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dir, ec)) {
+    std::ifstream in(e.path());
+    for (std::string line; std::getline(in, line);)
+      if (line.rfind("prog_id:", 0) == 0)
+        ids.insert(static_cast<uint32_t>(std::stoul(line.substr(8))));
+  }
+  return ids;
+}
+
+// id -> name of every BPF program loaded in the kernel, per bpftool.
+std::map<uint32_t, std::string> loaded_programs() {
+  std::map<uint32_t, std::string> out;
+  const std::string text = sh_output("bpftool -j prog show 2>/dev/null");
+  if (text.empty())
+    return out;
+  for (const json &p : json::parse(text))
+    out[p["id"].get<uint32_t>()] = p.value("name", "");
+  return out;
+}
+
+// One sample of a Prometheus text page, e.g. `netlatd_packets_total{proto="udp"}`; -1 when absent.
+double sample(const std::string &page, const std::string &series) {
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);)
+    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ')
+      return std::stod(line.substr(series.size() + 1));
+  return -1;
+}
+
+std::string scrape(uint16_t port) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_connection_timeout(2, 0);
+  c.set_read_timeout(2, 0);
+  auto res = c.Get("/metrics");
+  if (!res || res->status != 200)
+    return "";
+  return res->body;
+}
+
+// The stdout of a child as a pipe the test holds: the child opens the write
+// end through /proc (a new open file of the same pipe), so nothing but the
+// daemon and the test holds an end of it.
+class Pipe {
+public:
+  Pipe() {
+    if (pipe2(fds_, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe2 failed");
+    // A small pipe fills after a few lines, like a collector that stalled.
+    fcntl(fds_[0], F_SETPIPE_SZ, 4096);
+  }
+  ~Pipe() {
+    close_read_end();
+    if (fds_[1] >= 0)
+      close(fds_[1]);
+  }
+  std::string write_end_path() const { return "/proc/" + std::to_string(getpid()) + "/fd/" + std::to_string(fds_[1]); }
+  void close_read_end() {
+    if (fds_[0] >= 0)
+      close(fds_[0]);
+    fds_[0] = -1;
+  }
+
+private:
+  int fds_[2] = {-1, -1};
+};
+
+// argv run by /bin/sh with its stdout redirected to `path` and, when asked,
+// WATCHDOG_PID set to its own pid (exec keeps the pid, so it is the daemon's).
+std::vector<std::string> via_shell(const std::vector<std::string> &argv, const std::string &stdout_path,
+                                   bool watchdog_pid) {
+  std::string script = watchdog_pid ? "export WATCHDOG_PID=$$; " : "";
+  script += "exec \"$0\" \"$@\"";
+  if (!stdout_path.empty())
+    script += " >" + stdout_path;
+  std::vector<std::string> out{"/bin/sh", "-c", script};
+  out.insert(out.end(), argv.begin(), argv.end());
+  return out;
+}
+
+#define SKIP_UNLESS_ROOT()                                                                                             \
+  do {                                                                                                                 \
+    if (auto why = why_no_root_tier(); !why.empty())                                                                   \
+      SKIP(why);                                                                                                       \
+  } while (0)
+
+}  // namespace
+
+TEST_CASE("READY, STATUS with live figures, WATCHDOG and STOPPING on a real notify socket", "[service][notify]") {
+  SKIP_UNLESS_ROOT();
+  const uint16_t port = free_port();
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  // systemd sets both; WATCHDOG_PID must be the daemon's own pid.
+  Daemon nl(via_shell(netlatd_on_lo(port, {"--interval", "0.3"}), "", true), {"WATCHDOG_USEC=200000"});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  CHECK_THAT(nl->err(), ContainsSubstring("programs attached"));  // READY=1 came after the attach
+
+  // Fed from the drain loop every WATCHDOG_USEC / 2 = 100 ms.
+  auto lines = notify_lines(nl.notify(), 1000);
+  int watchdogs = 0;
+  for (const auto &l : lines)
+    watchdogs += l == "WATCHDOG=1";
+  INFO("WATCHDOG=1 in 1 s: " << watchdogs);
+  CHECK(watchdogs >= 6);
+  CHECK(watchdogs <= 12);
+
+  send_udp("", 4, "127.0.0.1", port, 25, 64, 1000);
+  REQUIRE(reader.wait_for(25, 5000));
+  bool status_seen = eventually(3000, [&] {
+    for (const auto &l : notify_lines(nl.notify(), 100))
+      if (l.rfind("STATUS=tracing lo (ifindex 1) ports " + std::to_string(port) + ": 25 packets measured", 0) == 0)
+        return true;
+    return false;
+  });
+  CHECK(status_seen);
+
+  nl->signal(SIGTERM);
+  CHECK(nl.notify().wait_for_line("STOPPING=1", 2000));
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+}
+
+TEST_CASE("SIGTERM and SIGINT: the partial interval as a final line, exit 0 within 1 s", "[service][signals]") {
+  SKIP_UNLESS_ROOT();
+  for (int sig : {SIGTERM, SIGINT}) {
+    DYNAMIC_SECTION("signal " << sig) {
+      const uint16_t port = free_port();
+      Reader reader("", "udp", 4, "127.0.0.1", port);
+      Daemon nl(netlatd_on_lo(port, {"--interval", "60"}));
+      INFO(nl->err());
+      REQUIRE(nl.wait_ready(15000));
+      send_udp("", 4, "127.0.0.1", port, 40, 64, 1000);
+      REQUIRE(reader.wait_for(40, 5000));
+
+      const auto t = Clock::now();
+      nl->signal(sig);
+      REQUIRE(nl->wait(5000));
+      const auto took = ms_since(t);
+      INFO(nl->exit().err);
+      CHECK(nl->exit().code == 0);
+      CHECK(took < 1000);
+      // The interval is 60 s: the only line is the one flushed at the signal.
+      Totals tot = interval_totals(nl->exit().out);
+      CHECK(tot.lines == 1);
+      CHECK(tot.final_last);
+      CHECK(tot.packets == 40);
+      CHECK(tot.total_count == 40);
+    }
+  }
+}
+
+TEST_CASE("nothing stays attached after SIGTERM or SIGKILL", "[service][signals][bpf]") {
+  SKIP_UNLESS_ROOT();
+  if (sh("command -v bpftool >/dev/null") != 0)
+    SKIP("bpftool is not installed");
+  for (int sig : {SIGTERM, SIGKILL}) {
+    DYNAMIC_SECTION("signal " << sig) {
+      const uint16_t port = free_port();
+      Daemon nl(netlatd_on_lo(port, {"--interval", "60"}));
+      INFO(nl->err());
+      REQUIRE(nl.wait_ready(15000));
+
+      // Ours, exactly: the programs whose fds the daemon holds. Other netlatd
+      // runs on this machine (other test trees, benchmarks) load programs of
+      // the same names, so a count by name would race with them.
+      const std::set<uint32_t> ours = programs_held_by(nl->pid());
+      auto loaded = loaded_programs();
+      std::smatch m;
+      const std::string err = nl->err();
+      REQUIRE(std::regex_search(err, m, std::regex("(\\d+) programs attached")));
+      CHECK(ours.size() == std::stoul(m[1].str()));
+      REQUIRE(!ours.empty());
+      std::set<std::string> names;
+      for (uint32_t id : ours) {
+        INFO("program id " << id);
+        REQUIRE(loaded.count(id) == 1);  // bpftool sees it loaded
+        names.insert(loaded[id]);
+      }
+      CHECK(names.count("rcv_skb_btf") == 1);
+      CHECK(names.count("recv_ret_btf") == 1);
+
+      nl->signal(sig);
+      REQUIRE(nl->wait(5000));
+      if (sig == SIGTERM)
+        CHECK(nl->exit().code == 0);
+      else
+        CHECK(nl->exit().signal == SIGKILL);
+      // The kernel frees programs asynchronously once the last fd is gone.
+      std::set<uint32_t> left = ours;
+      const bool gone = eventually(2000, [&] {
+        auto now = loaded_programs();
+        left.clear();
+        for (uint32_t id : ours)
+          if (now.count(id))
+            left.insert(id);
+        return left.empty();
+      });
+      INFO(left.size() << " of " << ours.size() << " programs still loaded");
+      CHECK(gone);
+    }
+  }
+}
+
+TEST_CASE("SIGHUP: logrotate renames the output, the daemon reopens it; RELOADING then READY", "[service][sighup]") {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  const fs::path out = dir.path() / "netlatd.jsonl", rotated = dir.path() / "netlatd.jsonl.1";
+  const uint16_t port = free_port();
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  Daemon nl(netlatd_on_lo(port, {"--interval", "0.2", "--output", out.string()}));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  REQUIRE(eventually(3000, [&] { return json_lines(slurp(out)).size() >= 2; }));
+
+  fs::rename(out, rotated);
+  nl->signal(SIGHUP);
+  // In this order, as systemd expects of a reload.
+  CHECK(nl.notify().wait_for_line("RELOADING=1", 2000));
+  CHECK(nl.notify().wait_for_line("READY=1", 2000));
+  REQUIRE(eventually(3000, [&] { return fs::exists(out) && json_lines(slurp(out)).size() >= 2; }));
+  CHECK_THAT(nl->err(), ContainsSubstring("reopened output '" + out.string() + "'"));
+  // Packets sent now land in the new file only.
+  const size_t rotated_lines = json_lines(slurp(rotated)).size();
+  send_udp("", 4, "127.0.0.1", port, 30, 64, 1000);
+  REQUIRE(reader.wait_for(30, 5000));
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  CHECK(json_lines(slurp(rotated)).size() == rotated_lines);
+  Totals t = interval_totals(slurp(out));
+  CHECK(t.packets == 30);
+  CHECK(t.final_last);
+}
+
+TEST_CASE("SIGHUP reloads the config: a new interval applies, a bad file is one error line and changes nothing",
+          "[service][sighup][config]") {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  const fs::path cfg = dir.path() / "netlatd.toml", out = dir.path() / "out.jsonl";
+  const uint16_t port = free_port();
+  auto config = [&](const std::string &interval, uint16_t p) {
+    return "iface = \"lo\"\nports = [" + std::to_string(p) + "]\ninterval = " + interval + "\noutput = \"" +
+           out.string() + "\"\n";
+  };
+  write_file(cfg, config("30", port));
+  Daemon nl({NETLATD_BINARY, "--config", cfg.string()});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  sleep_ms(300);
+  CHECK(json_lines(slurp(out)).empty());  // 30 s interval: nothing yet
+
+  write_file(cfg, config("0.2", port));
+  nl->signal(SIGHUP);
+  REQUIRE(nl.notify().wait_for_line("RELOADING=1", 2000));
+  REQUIRE(nl.notify().wait_for_line("READY=1", 2000));
+  CHECK_THAT(nl->err(), ContainsSubstring("interval 30 s -> 0.2 s"));
+  // The running interval (already longer than 0.2 s) ends at once, then one line every 0.2 s.
+  REQUIRE(eventually(3000, [&] { return json_lines(slurp(out)).size() >= 4; }));
+  auto lines = json_lines(slurp(out));
+  for (size_t i = 1; i < lines.size(); i++) {
+    INFO(lines[i].dump());
+    CHECK(lines[i]["interval_s"].get<double>() > 0.15);
+    CHECK(lines[i]["interval_s"].get<double>() < 0.35);
+  }
+
+  // A broken file: one error line naming file:line:col, and the old config runs on.
+  write_file(cfg, "iface = \"lo\"\nports = [" + std::to_string(port) + "]\ninterval = = 5\n");
+  nl->signal(SIGHUP);
+  REQUIRE(nl.notify().wait_for_line("RELOADING=1", 2000));
+  REQUIRE(nl.notify().wait_for_line("READY=1", 2000));
+  REQUIRE(nl->wait_for_stderr("configuration not reloaded", 2000));
+  const std::string err = nl->err();
+  std::smatch m;
+  REQUIRE(std::regex_search(err, m, std::regex("netlatd: error: " + cfg.string() + ":3:\\d+: [^\n]*; configuration "
+                                               "not reloaded, the running one is kept\n")));
+  const size_t before = json_lines(slurp(out)).size();
+  sleep_ms(700);
+  CHECK(json_lines(slurp(out)).size() >= before + 2);  // still 0.2 s lines, to the same file
+  CHECK(nl->running());
+
+  // Ports are built into the loaded programs: a change is reported, not applied.
+  write_file(cfg, config("0.2", static_cast<uint16_t>(port + 1)));
+  nl->signal(SIGHUP);
+  REQUIRE(nl.notify().wait_for_line("READY=1", 2000));
+  REQUIRE(nl->wait_for_stderr("restart netlatd to apply them", 2000));
+
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+}
+
+TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and counted, exit 0",
+          "[service][sink]") {
+  SKIP_UNLESS_ROOT();
+  const uint16_t port = free_port(), metrics_port = free_port(SOCK_STREAM);
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  Pipe pipe;  // never read
+  // An outlier line for every packet: the 4 KiB pipe fills at once, then the
+  // queue (4096 lines), then lines are dropped.
+  Daemon nl(via_shell(netlatd_on_lo(port, {"--interval", "0.5", "--outliers-over", "0ns", "--outliers-max-per-sec",
+                                           "1000000", "--metrics-listen",
+                                           "127.0.0.1:" + std::to_string(metrics_port)}),
+                      pipe.write_end_path(), false));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+
+  auto udp_packets = [&](std::string &page) {
+    page = scrape(metrics_port);
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}");
+  };
+  // A burst: far more lines than the pipe and the queue hold. (At this pace
+  // the reader may fall more than 32 datagrams behind, which the tracer
+  // counts as sock_fifo_full; the exact count is checked on the next batch.)
+  const int burst = 6000;
+  send_udp("", 4, "127.0.0.1", port, burst, 32, 20);
+  reader.wait_for(burst, 10000);
+  std::string page;
+  REQUIRE(eventually(5000, [&] {
+    return sample(scrape(metrics_port), "netlatd_drops_total{reason=\"output_dropped\"}") > 0;
+  }));
+  CHECK_THAT(nl->err(), ContainsSubstring("output standard output is not keeping up"));
+  // Settled: the count stops moving once the burst is drained.
+  double base = -1;
+  REQUIRE(eventually(5000, [&] {
+    const double now = udp_packets(page);
+    const bool same = now == base;
+    base = now;
+    sleep_ms(200);
+    return same;
+  }));
+  REQUIRE(base > 0);
+  const double dropped_before = sample(page, "netlatd_drops_total{reason=\"output_dropped\"}");
+
+  // Output still stalled and dropping: every datagram of a gentle batch is
+  // still measured, so the ring buffer is being drained.
+  reader.result();  // closes its socket; a fresh reader counts the batch
+  Reader second("", "udp", 4, "127.0.0.1", port);
+  const int n = 150;
+  send_udp("", 4, "127.0.0.1", port, n, 32, 1000);
+  REQUIRE(second.wait_for(n, 5000));
+  const bool counted = eventually(3000, [&] { return udp_packets(page) == base + n; });
+  INFO(page);
+  CHECK(counted);
+  // Those packets' lines found the queue still full: the output was stalled all along.
+  CHECK(sample(page, "netlatd_drops_total{reason=\"output_dropped\"}") >= dropped_before + n);
+
+  const auto t = Clock::now();
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(5000));
+  CHECK(nl->exit().code == 0);
+  CHECK(ms_since(t) < 1500);  // it gives up on the reader after 500 ms
+}
+
+TEST_CASE("a stdout reader that went away (EPIPE): one error line, drops counted, the daemon runs on",
+          "[service][sink]") {
+  SKIP_UNLESS_ROOT();
+  const uint16_t port = free_port(), metrics_port = free_port(SOCK_STREAM);
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  Pipe pipe;
+  Daemon nl(via_shell(netlatd_on_lo(port, {"--interval", "0.2", "--metrics-listen",
+                                           "127.0.0.1:" + std::to_string(metrics_port)}),
+                      pipe.write_end_path(), false));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  pipe.close_read_end();  // the log collector died
+  REQUIRE(nl->wait_for_stderr("Broken pipe", 3000));
+
+  send_udp("", 4, "127.0.0.1", port, 50, 64, 1000);
+  REQUIRE(reader.wait_for(50, 5000));
+  std::string page;
+  const bool counted = eventually(3000, [&] {
+    page = scrape(metrics_port);
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}") == 50 &&
+           sample(page, "netlatd_drops_total{reason=\"output_dropped\"}") >= 2;
+  });
+  INFO(page);
+  CHECK(counted);
+  CHECK(nl->running());
+  // Reported once, not once per line.
+  const std::string err = nl->err();
+  size_t reports = 0;
+  for (size_t at = err.find("Broken pipe"); at != std::string::npos; at = err.find("Broken pipe", at + 1))
+    reports++;
+  CHECK(reports == 1);
+
+  const auto t = Clock::now();
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  CHECK(ms_since(t) < 1000);
+}
+
+TEST_CASE("the interface deleted and re-created: a warning, then tracing resumes, counts exact",
+          "[service][interface]") {
+  SKIP_UNLESS_ROOT();
+  VethNamespaces net;
+  const uint16_t port = 5331;
+  Reader reader(net.rx_ns, "udp", 4, "", port);
+  Daemon nl({"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface", net.rx_if, "--port", std::to_string(port),
+             "--interval", "1"});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  const uint32_t old_index = net.rx_ifindex();
+
+  const int before = 60, after = 80;
+  send_udp(net.tx_ns, 4, net.rx_addr, port, before, 100, 1000);
+  REQUIRE(reader.wait_for(before, 5000));
+
+  // Deleted and re-added well within the daemon's 1 s fallback lookup: only
+  // the rtnetlink events show it went away at all.
+  const auto t = Clock::now();
+  net.recreate();
+  const auto recreate_ms = ms_since(t);
+  REQUIRE(nl->wait_for_stderr("tracing resumes", 3000));
+  const auto resumed_ms = ms_since(t);
+  const uint32_t new_index = net.rx_ifindex();
+  REQUIRE(new_index != old_index);
+  const std::string err = nl->err();
+  const size_t gone_at = err.find("interface " + net.rx_if + " disappeared; waiting for it to come back");
+  const size_t back_at = err.find("interface " + net.rx_if + " is back (ifindex " + std::to_string(new_index) +
+                                  "); tracing resumes");
+  INFO("re-created in " << recreate_ms << " ms, resumed after " << resumed_ms << " ms");
+  REQUIRE(gone_at != std::string::npos);
+  REQUIRE(back_at != std::string::npos);
+  CHECK(gone_at < back_at);
+
+  send_udp(net.tx_ns, 4, net.rx_addr, port, after, 100, 1000);
+  REQUIRE(reader.wait_for(before + after, 5000));
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  Totals tot = interval_totals(nl->exit().out);
+  CHECK(tot.packets == before + after);
+  CHECK(tot.total_count == before + after);
+  CHECK(tot.last["ifindex"].get<uint32_t>() == new_index);
+}
+
+TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[service][metrics]") {
+  SKIP_UNLESS_ROOT();
+  const uint16_t port = free_port(), metrics_port = free_port(SOCK_STREAM);
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  // A 60 s interval: what the scrape shows comes from the drain loop, not from interval lines.
+  Daemon nl(netlatd_on_lo(port, {"--interval", "60", "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)}));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  CHECK_THAT(nl->err(), ContainsSubstring("Prometheus metrics on http://127.0.0.1:" + std::to_string(metrics_port)));
+
+  std::string page = scrape(metrics_port);
+  REQUIRE(!page.empty());
+  CHECK(sample(page, "netlatd_packets_total{proto=\"udp\"}") == 0);
+  CHECK_THAT(page, ContainsSubstring(std::string("netlatd_build_info{version=\"") + netlatd::kVersion + "\""));
+
+  // 1 ms apart, so that the reader never falls 32 datagrams behind even on a
+  // busy machine (the tracer would count those as sock_fifo_full, not measure them).
+  uint64_t sent = 0;
+  for (int batch : {50, 100}) {
+    send_udp("", 4, "127.0.0.1", port, batch, 64, 1000);
+    sent += static_cast<uint64_t>(batch);
+    REQUIRE(reader.wait_for(sent, 5000));
+    const bool counted = eventually(3000, [&] {
+      page = scrape(metrics_port);
+      return sample(page, "netlatd_packets_total{proto=\"udp\"}") == static_cast<double>(sent);
+    });
+    INFO(page);
+    REQUIRE(counted);
+    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"}") == static_cast<double>(sent));
+    CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\",le=\"+Inf\"}") ==
+          static_cast<double>(sent));
+    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"}") == static_cast<double>(sent));
+    CHECK(sample(page, "netlatd_packets_total{proto=\"tcp\"}") == 0);
+  }
+  // le buckets: cumulative, never above _count.
+  double prev = 0;
+  for (const char *le : {"1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "+Inf"}) {
+    const double v = sample(page, std::string("netlatd_stage_latency_seconds_bucket{stage=\"total\",le=\"") + le + "\"}");
+    INFO(le);
+    CHECK(v >= prev);
+    prev = v;
+  }
+  CHECK(sample(page, "netlatd_stage_applicable{stage=\"irq\"}") == 0);  // lo has no IRQ line
+  for (const char *reason : {"ringbuf_full", "inflight_full", "stack_dropped", "output_dropped",
+                             "outliers_rate_limited", "unjoined_expired"}) {
+    INFO(reason);
+    CHECK(sample(page, std::string("netlatd_drops_total{reason=\"") + reason + "\"}") >= 0);
+  }
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  // The port is released with the daemon.
+  httplib::Client after("127.0.0.1", metrics_port);
+  after.set_connection_timeout(1, 0);
+  CHECK_FALSE(after.Get("/metrics"));
+}
+
+TEST_CASE("metrics endpoint: a port in use exits 70 with one line and nothing attached", "[service][metrics]") {
+  SKIP_UNLESS_ROOT();
+  int busy = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(busy, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0);
+  REQUIRE(listen(busy, 1) == 0);
+  socklen_t len = sizeof(a);
+  getsockname(busy, reinterpret_cast<sockaddr *>(&a), &len);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+
+  Exit e = run_netlatd({"--iface", "lo", "--port", "5000", "--metrics-listen", taken});
+  close(busy);
+  INFO(e.err);
+  CHECK(e.code == 70);
+  CHECK_THAT(e.err, ContainsSubstring("netlatd: error: metrics endpoint: cannot listen on " + taken +
+                                      ": Address already in use\n"));
+  CHECK(e.err.find("error") == e.err.rfind("error"));  // one error line
+  CHECK(e.err.find("programs attached") == std::string::npos);  // it failed before attaching anything
+
+  e = run_netlatd({"--iface", "lo", "--port", "5000", "--metrics-listen", "127.0.0.1:99999"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --metrics-listen: bad listen address '127.0.0.1:99999': port '99999' is not a "
+                 "number in 0-65535\n");
+}
