@@ -585,9 +585,12 @@ class Bench:
     # ---- 3. per-hook cost -----------------------------------------------------------------
 
     def hook_costs(self):
-        """Run time per BPF program during a max-rate flood, for netlatd and bpftrace."""
+        """Run time per BPF program during a max-rate flood (netlatd, bpftrace and the
+        floor script), then per loopback round trip (netlatd, bpftrace): what each
+        hook costs, and how many runs one round trip pays for."""
         a = self.a
         out = self.results["hooks"] = {}
+        rt_out = self.results["hooks_roundtrip"] = {}
         with open(STATS_SYSCTL) as f:
             orig = f.read().strip()
 
@@ -601,33 +604,14 @@ class Bench:
         if "bpftrace" in self.variants():
             tracers += ["bpftrace", "floor"]
         for v in tracers:
-            try:
-                tr, info = self.start_tracer(v, self.veth, self.veth_ifindex, [self.ports[2]])
-            except BenchError as e:
-                self.tracer_error(v, f"hook cost: {e}")
+            r = self._bpf_stats_during(v, self.veth, self.veth_ifindex, [self.ports[2]],
+                                       lambda: self.flood(0, a.flood_seconds), restore)
+            if r is None:
                 continue
-            try:
-                ids = bpf_prog_ids_of(tr.p.pid)
-                if not ids:
-                    raise BenchError(f"{v} holds no BPF program fds")
-                with open(STATS_SYSCTL, "w") as fw:
-                    fw.write("1")
-                before = bpf_prog_stats(ids)
-
-                f = self.flood(0, a.flood_seconds)
-                after = bpf_prog_stats(ids)
-                restore()
-            finally:
-                restore()
-                extra = self.stop_tracer(v, tr, info)
-            progs = []
-            for pid_, (name, cnt, ns) in sorted(after.items(), key=lambda kv: kv[1][0]):
-                _, cnt0, ns0 = before.get(pid_, (name, 0, 0))
-                d_cnt, d_ns = cnt - cnt0, ns - ns0
-                progs.append({"id": pid_, "name": name, "run_cnt": d_cnt, "run_time_ns": d_ns,
-                              "ns_per_run": d_ns / d_cnt if d_cnt else None,
-                              "runs_per_s": d_cnt / f["wall_s"],
-                              "runs_per_packet": d_cnt / f["received"] if f["received"] else None})
+            progs, f, extra = r
+            for p in progs:
+                p["runs_per_s"] = p["run_cnt"] / f["wall_s"]
+                p["runs_per_packet"] = p["run_cnt"] / f["received"] if f["received"] else None
             total_ns = sum(p["run_time_ns"] for p in progs)
             # A hook is "hot" if it runs at least once per ten received packets.
             hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
@@ -638,6 +622,69 @@ class Bench:
                       "traced_packets": extra.get("traced_packets")}
             log(f"hook cost {v}: {len(progs)} programs, "
                 f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
+
+        p_srv, p_cli = self.ports[0], self.ports[1]
+        srv = Proc(self, "pingpong-server-hooks", [self.tool("pingpong"), "server", "--bind",
+                                                   f"127.0.0.1:{p_srv}", "--seconds", "3600"],
+                   ready=("stdout", lambda l: '"ready"' in l))
+        if not srv.wait_ready(10):
+            raise BenchError(f"pingpong server (hooks) did not start: {srv.text()}")
+        trips = a.count + a.warmup
+
+        def pingpong():
+            cli = Proc(self, "pingpong-client-hooks",
+                       [self.tool("pingpong"), "client", "--to", f"127.0.0.1:{p_srv}", "--bind",
+                        f"127.0.0.1:{p_cli}", "--count", str(a.count), "--warmup",
+                        str(a.warmup)])
+            if cli.wait(max(60, a.count * 0.01)) != 0 or not cli.json_lines():
+                raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
+            return cli.json_lines()[-1]
+        try:
+            for v in [t for t in tracers if t != "floor"]:
+                r = self._bpf_stats_during(v, "lo", 1, [p_srv, p_cli], pingpong, restore)
+                if r is None:
+                    continue
+                progs, res, _ = r
+                for p in progs:
+                    p["runs_per_round_trip"] = p["run_cnt"] / trips
+                    p["ns_per_round_trip"] = p["run_time_ns"] / trips
+                rt_out[v] = {"round_trips": trips, "p50_ns": res["p50_ns"], "progs": progs,
+                             "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / trips,
+                             "bpf_ns_per_round_trip":
+                                 sum(p["run_time_ns"] for p in progs) / trips}
+                log(f"hook cost {v} per loopback round trip: "
+                    f"{rt_out[v]['runs_per_round_trip']:.1f} program runs, "
+                    f"{rt_out[v]['bpf_ns_per_round_trip']:.0f} ns of BPF")
+        finally:
+            srv.kill()
+
+    def _bpf_stats_during(self, v, iface, ifindex, ports, work, restore):
+        """Starts tracer v, runs work() with kernel.bpf_stats_enabled=1; returns (per-program
+        deltas, work's result, stop_tracer's figures), or None if the tracer did not start."""
+        try:
+            tr, info = self.start_tracer(v, iface, ifindex, ports)
+        except BenchError as e:
+            self.tracer_error(v, f"hook cost: {e}")
+            return None
+        try:
+            ids = bpf_prog_ids_of(tr.p.pid)
+            if not ids:
+                raise BenchError(f"{v} holds no BPF program fds")
+            with open(STATS_SYSCTL, "w") as fw:
+                fw.write("1")
+            before = bpf_prog_stats(ids)
+            result = work()
+            after = bpf_prog_stats(ids)
+        finally:
+            restore()
+            extra = self.stop_tracer(v, tr, info)
+        progs = []
+        for pid_, (name, cnt, ns) in sorted(after.items(), key=lambda kv: kv[1][0]):
+            _, cnt0, ns0 = before.get(pid_, (name, 0, 0))
+            d_cnt, d_ns = cnt - cnt0, ns - ns0
+            progs.append({"id": pid_, "name": name, "run_cnt": d_cnt, "run_time_ns": d_ns,
+                          "ns_per_run": d_ns / d_cnt if d_cnt else None})
+        return progs, result, extra
 
     # ---- 4. daemon cost ---------------------------------------------------------------------
 
@@ -886,6 +933,15 @@ def render(res, md=False):
                 f"{p['runs_per_s']:.0f}",
                 f"{p['runs_per_packet']:.2f}" if p["runs_per_packet"] is not None else "-")
                for p in h["progs"]])
+    for v, h in (res.get("hooks_roundtrip") or {}).items():
+        title(f"BPF programs of {v} per loopback round trip ({h['round_trips']} round trips, "
+              f"{h['runs_per_round_trip']:.1f} runs and {h['bpf_ns_per_round_trip']:.0f} ns "
+              "of BPF per round trip)")
+        table(["program", "runs/round trip", "ns/run", "ns/round trip"],
+              [(p["name"], f"{p['runs_per_round_trip']:.2f}",
+                f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
+                f"{p['ns_per_round_trip']:.0f}")
+               for p in h["progs"] if p["run_cnt"]])
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
