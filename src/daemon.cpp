@@ -594,7 +594,7 @@ int Service::run() {
   try {
     links_ = std::make_unique<LinkMonitor>();
   } catch (const std::system_error &e) {
-    spdlog::warn("{}: {}; the interface is looked up once a second instead", e.what(), "no rtnetlink");
+    spdlog::warn("cannot watch link changes ({}); the interface is looked up once a second instead", e.what());
   }
   if (opts_.demo)
     demo_ = std::make_unique<DemoTraffic>(opts_.ports.front());
