@@ -110,9 +110,12 @@ struct {
 	__type(value, struct netlatd_packet);
 } inflight SEC(".maps");
 
+/* 37 KiB a socket: allocated when a socket first gets a tracked packet, not
+ * up front for all 512 (the sweep frees closed sockets' entries). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 512);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
 	__type(key, __u64); /* sock address */
 	__type(value, struct sock_fifo);
 } sockets SEC(".maps");
