@@ -90,6 +90,10 @@ struct cpu_state {
 	 * call returns in has been on CPU since then. */
 	__u32 oncpu_tid;
 	__u64 oncpu_ts;
+	/* Socket and skbs of a UDP batch being moved (see enqueue_from_tail),
+	 * handed to netlatd_push_older as plain numbers. */
+	__u64 batch_sk;
+	__u64 batch_skb[8];
 	/* The last skb_copy_datagram_iovec on this CPU. */
 	__u64 copy_ts;
 	__u32 copy_tid;
@@ -384,20 +388,20 @@ static __always_inline bool has_sleeper(void *sk)
  * made: a wake-up stamped meanwhile is this packet's, and bounds its queue
  * time better than `now`. Before the wake-up (tracepoints), a wake-up stamp
  * can only be an unrelated one. */
-static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
-					    __u64 now, bool after)
+static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *pkt, __u64 now,
+				       bool after)
 {
-	struct sock_fifo *st = fifo_get((__u64)sk, pkt->l4proto, true);
+	struct sock_fifo *st = fifo_get(sk_key, pkt->l4proto, true);
 	if (!st) {
 		bpf_map_delete_elem(&inflight, &skb_key);
-		return;
+		return 0;
 	}
 	/* Two producers (CPUs) may race for one socket: reserve with an atomic
 	 * and publish the slot last. The margin of 2 covers that race. */
 	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
 		COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
 		bpf_map_delete_elem(&inflight, &skb_key);
-		return;
+		return 0;
 	}
 	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
@@ -417,6 +421,31 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 	st->last_ns = now;
 	bpf_map_delete_elem(&inflight, &skb_key);
 	COUNT(counters, NETLATD_CNT_QUEUED);
+	return idx + 1;
+}
+
+/* An older datagram of a batch (see enqueue_from_tail): no wake-up follows
+ * for it. A global function, so the verifier checks it once, not per call. */
+__noinline int netlatd_push_older(__u32 i, __u64 now)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	__u64 sk_key = cs->batch_sk;
+	__u64 skb_key = cs->batch_skb[i & 7];
+	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &skb_key);
+	if (!pkt)
+		return 0;
+	return fifo_push(sk_key, skb_key, pkt, now, false) != 0;
+}
+
+static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
+					    __u64 now, bool after)
+{
+	__u32 pushed = fifo_push((__u64)sk, skb_key, pkt, now, after);
+	if (!pushed)
+		return;
+	__u32 idx = pushed - 1;
 
 	/* The data-ready call that follows wakes a reader only if one sleeps
 	 * on the socket; then that waking is the next one on this CPU. */
@@ -464,22 +493,28 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 		enqueue_tracked(sk, tail_key, pkt, now, false);
 		return 1;
 	}
-	/* A batch: collect it back from the tail, then move it oldest first. */
-	struct sk_buff *found[UDP_TAIL_WALK] = {tail, skb};
+	/* A batch: collect it back from the tail, then move it oldest first,
+	 * the newest last (the wake-up that follows is for it). */
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	cs->batch_sk = (__u64)sk;
+	cs->batch_skb[1] = key;
 	int n = 2;
 	skb = skb->prev;
 	for (int i = 2; i < UDP_TAIL_WALK; i++) {
 		key = (__u64)skb;
 		if (!skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key))
 			break;
-		found[i] = skb;
+		cs->batch_skb[i] = key;
 		n = i + 1;
 		skb = skb->prev;
 	}
-	for (int i = UDP_TAIL_WALK - 1; i >= 0; i--) {
-		if (i < n && found[i])
-			try_enqueue_skb(sk, found[i], now, false);
+	for (int i = UDP_TAIL_WALK - 1; i >= 1; i--) {
+		if (i < n)
+			netlatd_push_older(i, now);
 	}
+	try_enqueue_skb(sk, tail, now, false);
 	return n;
 }
 

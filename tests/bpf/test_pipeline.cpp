@@ -1,6 +1,8 @@
 // The real daemon on the real kernel with real packets: a veth pair between
 // two namespaces this test creates, a real reader calling recvmsg(), and the
 // JSON lines netlatd writes. Counts are asserted exactly.
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -140,12 +142,22 @@ TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined"
   const int bursts = 20, per_burst = 16;
   Reader reader(net.rx_ns, "udp", 4, "", port);
   auto nl = start_netlatd(net, {"--port", std::to_string(port)});
-  // No gap inside a burst: the kernel may queue several datagrams before one
+  // No gap inside a burst, and two senders on two CPUs at once (veth receives
+  // on the sender's CPU): the kernel may queue several datagrams before one
   // data-ready call; fewer than the socket FIFO's slots are ever unread.
-  for (int b = 0; b < bursts; b++) {
-    send_udp(net.tx_ns, 4, net.rx_addr, port, per_burst, 100, 0);
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto sender = [&](int cpu) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu % static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    for (int b = 0; b < bursts / 2; b++) {
+      send_udp(net.tx_ns, 4, net.rx_addr, port, per_burst, 100, 0);
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  std::thread a(sender, 0), b(sender, 1);
+  a.join();
+  b.join();
   REQUIRE(reader.wait_for(bursts * per_burst, 10000));
   Totals t = stop(nl->proc());
   CHECK(t.packets == bursts * per_burst);
