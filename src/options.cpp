@@ -225,7 +225,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
                  "Also write the whole timeline of each packet slower than this (e.g. 500us)");
   app.add_option("--outliers-max-per-sec", o.outliers_max_per_sec, "Rate limit of outlier lines (default 10)");
   app.add_option("--metrics-listen", o.metrics_listen, "Serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464)");
-  app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 4)");
+  app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 2)");
   app.add_option("--duration", o.duration_s, "Stop after this many seconds (default: run until signalled)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");

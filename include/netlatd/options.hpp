@@ -20,7 +20,7 @@ struct Options {
   std::optional<uint64_t> outliers_over_ns;
   uint32_t outliers_max_per_sec = 10;
   std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
-  uint32_t ringbuf_mb = 4;
+  uint32_t ringbuf_mb = 2;
   bool verbose = false;
   bool check = false;
   bool demo = false;
