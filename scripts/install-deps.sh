@@ -83,4 +83,11 @@ if [ "$need_bp" = 1 ]; then
   apt-get install -y -q --no-install-recommends -t bookworm-backports "${backports[@]}"
 fi
 
+# The vm tier boots Debian 12's 6.1 kernel package: fetch it into the tier's
+# cache now (one ~70 MB apt-get download), so the tier runs offline later.
+if [ "$want_vm" = 1 ]; then
+  "$(dirname "$0")/vm-fetch-kernel.sh" >/dev/null ||
+    echo "install-deps: warning: could not fetch the vm tier's kernel now; the tier tries again" >&2
+fi
+
 echo "install-deps: ok (libbpf $(dpkg-query -W -f='${Version}' libbpf-dev), bpftool $(dpkg-query -W -f='${Version}' bpftool), catch2 $(dpkg-query -W -f='${Version}' catch2), clang $(clang --version | head -1 | grep -o '[0-9][0-9.]*' | head -1))"

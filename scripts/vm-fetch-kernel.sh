@@ -1,7 +1,8 @@
 #!/bin/sh
 # Fetch Debian 12's newest linux-image-6.1.0-*-amd64 and keep what the vm test
 # tier boots: vmlinuz and e1000.ko. Cached under $NETLATD_VM_CACHE (default
-# /var/cache/netlatd-vm) so only the first run downloads (~70 MB .deb).
+# /var/cache/netlatd-vm) so only the first run downloads (~70 MB .deb, a few
+# seconds from deb.debian.org); only the extracted ~9 MB stay.
 #
 # Prints on stdout, one per line:  KVER=...  VMLINUZ=...  E1000=...  PKG=...
 # Exit 0 on success, 77 when no kernel can be had (no apt candidate and
@@ -83,4 +84,10 @@ cp "$tmp/x/boot/vmlinuz-$kver" "$dir/boot/"
 cp "$tmp/x/lib/modules/$kver/kernel/drivers/net/ethernet/intel/e1000/e1000.ko" \
    "$dir/lib/modules/$kver/kernel/drivers/net/ethernet/intel/e1000/"
 touch "$dir/.complete"
+# What the tier boots is extracted (~9 MB); the .deb (~70 MB) and the
+# kernels of older ABIs are not needed any more.
+rm -f "$deb"
+for old in "$cache"/linux-image-6.1.0-*; do
+  [ "$old" = "$dir" ] || rm -rf "$old"
+done
 emit "$dir"
