@@ -7,7 +7,9 @@
  * recvfrom()/recv() for every datagram, so each packet ends exactly where
  * netlatd expects the receive path to end (the receive call returning).
  * Counting what it got lets the host check netlatd's packet counts against
- * what an application really saw.
+ * what an application really saw; the length and the call's start and end
+ * time of every datagram read ("nlrx: udp_reads ...") let it check that each
+ * record is of the right datagram and was stamped in the call that read it.
  *
  *   nlrx --udp PORT [--udp-expect N] [--tcp PORT] [--idle-ms MS]
  *        [--ready-file PATH]
@@ -38,6 +40,16 @@
 #include <unistd.h>
 
 static atomic_ullong udp_datagrams, udp_bytes, tcp_reads, tcp_bytes;
+/* Every datagram read (one UDP reader thread), in order: its length and
+ * CLOCK_REALTIME before the recvfrom() call and after it returned. The host
+ * checks that netlatd's record of the i-th datagram is of that datagram and
+ * stamps its return inside that call, not in a later one. */
+#define MAX_READS 65536
+struct udp_read {
+	unsigned long long before, after;
+	unsigned short len;
+};
+static struct udp_read udp_reads[MAX_READS];
 static atomic_ullong last_rx_ns;
 static atomic_int tcp_done;
 static atomic_int stop;
@@ -46,6 +58,13 @@ static unsigned long long now_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+static unsigned long long realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
 
@@ -78,7 +97,9 @@ static void *udp_reader(void *arg)
 	for (;;) {
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
+		unsigned long long before = realtime_ns();
 		ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+		unsigned long long after = realtime_ns();
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -86,6 +107,9 @@ static void *udp_reader(void *arg)
 		}
 		if (atomic_load(&stop))
 			break;
+		unsigned long long i = atomic_load(&udp_datagrams);
+		if (i < MAX_READS)
+			udp_reads[i] = (struct udp_read){before, after, (unsigned short)n};
 		atomic_fetch_add(&udp_datagrams, 1);
 		atomic_fetch_add(&udp_bytes, (unsigned long long)n);
 		atomic_store(&last_rx_ns, now_ns());
@@ -262,6 +286,14 @@ int main(int argc, char **argv)
 		else
 			pthread_cancel(tt);
 	}
+	/* "len:before:after" per datagram, times in ns after the first call. */
+	unsigned long long nd = atomic_load(&udp_datagrams);
+	unsigned long long base = nd ? udp_reads[0].before : 0;
+	printf("nlrx: udp_reads base_ns=%llu", base);
+	for (unsigned long long i = 0; i < nd && i < MAX_READS; i++)
+		printf("%c%u:%llu:%llu", i ? ',' : ' ', udp_reads[i].len, udp_reads[i].before - base,
+		       udp_reads[i].after - base);
+	printf("\n");
 	printf("nlrx: result udp_datagrams=%llu udp_bytes=%llu tcp_reads=%llu tcp_bytes=%llu end=%s\n",
 	       atomic_load(&udp_datagrams), atomic_load(&udp_bytes), atomic_load(&tcp_reads),
 	       atomic_load(&tcp_bytes), why);

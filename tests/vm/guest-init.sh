@@ -65,46 +65,59 @@ if [ -n "$NETLATD" ]; then
 	mark "CHECK-BEGIN"
 	timeout 120 $NETLATD --check 2>&1
 	mark "CHECK-END rc=$?"
+fi
 
-	# The guest plays the service manager's notify socket, so "ready" means
-	# what it means under systemd: the daemon says its programs are attached.
+start_nlrx() {
+	nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" >/tmp/nlrx.out 2>&1 &
+	nlrx_pid=$!
+	n=0
+	while ! grep -q listening /tmp/nlrx.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+	alive $nlrx_pid || { section NLRX /tmp/nlrx.out; finish "nlrx-failed"; }
+	# Its UDP thread blocks in recvfrom(), its TCP thread in accept().
+	sleep 0.5
+}
+
+# READER_FIRST=1: the receiver runs before netlatd starts, as a service
+# netlatd is attached to would: its threads sit in recvfrom()/accept() from
+# before netlatd's programs exist.
+[ "$READER_FIRST" = 1 ] && start_nlrx
+
+if [ -n "$NETLATD" ]; then
+	# The guest plays the service manager's notify socket: netlatd is ready
+	# when it sends READY=1 there, as under systemd (Type=notify), which it
+	# does only once its programs are attached and live. Nothing else counts.
 	nlrx --notify-wait /run/notify.sock --idle-ms 120000 >/tmp/notify.out 2>&1 &
 	notify_pid=$!
 	n=0
 	while ! grep -q bound /tmp/notify.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
+	t0=$(cut -d' ' -f1 /proc/uptime)
 	NOTIFY_SOCKET=/run/notify.sock $NETLATD $NETLATD_ARGS --iface eth0 --port 5000 --port 5001 \
 		--interval 1 --output /tmp/out.jsonl >/tmp/netlatd.out 2>&1 &
 	netlatd_pid=$!
-	# Ready when READY=1 came; a daemon without sd_notify support counts as
-	# ready once it has written its first interval.
-	n=0
 	ready=""
-	while [ $n -lt 1200 ]; do
-		if ! kill -0 $notify_pid 2>/dev/null; then
-			wait $notify_pid && ready="notify"
-			[ -n "$ready" ] && break
+	while alive $netlatd_pid; do
+		if ! alive $notify_pid; then
+			wait $notify_pid && ready=1
+			break
 		fi
-		if [ -s /tmp/out.jsonl ]; then ready="output"; break; fi
-		alive $netlatd_pid || break
 		sleep 0.1
-		n=$((n + 1))
 	done
+	t1=$(cut -d' ' -f1 /proc/uptime)
 	kill $notify_pid 2>/dev/null
 	section NOTIFY /tmp/notify.out
 	if [ -z "$ready" ]; then
+		kill -TERM $netlatd_pid 2>/dev/null
 		wait $netlatd_pid
-		mark "NETLATD-EXIT rc=$? (never became ready)"
+		mark "NETLATD-EXIT rc=$? (no READY=1)"
 		section NETLATD-STDERR /tmp/netlatd.out
+		kill $nlrx_pid 2>/dev/null
 		finish "netlatd-not-ready"
 	fi
-	mark "NETLATD-READY via=$ready after=${n}00ms"
+	mark "NETLATD-READY after=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")s"
 fi
 
+[ "$READER_FIRST" = 1 ] || start_nlrx
 irq_before=$(irq_count)
-nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" >/tmp/nlrx.out 2>&1 &
-nlrx_pid=$!
-n=0
-while ! grep -q listening /tmp/nlrx.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 mark "READY"
 wait $nlrx_pid
 mark "NLRX-EXIT rc=$?"
@@ -124,5 +137,10 @@ if [ -n "$NETLATD" ]; then
 	mark "NETLATD-EXIT rc=$rc"
 	section NETLATD-STDERR /tmp/netlatd.out
 	section JSON /tmp/out.jsonl
+fi
+if [ -n "$GUEST_POST_CMD" ]; then
+	mark "GUEST-POST-CMD-BEGIN"
+	sh -c "$GUEST_POST_CMD" 2>&1
+	mark "GUEST-POST-CMD-END rc=$?"
 fi
 finish "ok"
