@@ -73,18 +73,47 @@ struct sock_fifo {
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
 
+/* TCP segments by flow and sequence: a segment that arrives while the reader
+ * holds the socket lock can be coalesced into the backlog's tail skb
+ * (tcp_add_backlog) and freed without passing tcp_probe; the tail skb then
+ * covers its sequence range, and this index finds its record. */
+struct tcp_seg_key {
+	__u64 flow; /* addresses folded, ports: see tcp_flow() */
+	__u32 seq;
+	__u32 _pad;
+};
+
+struct tcp_seg {
+	__u64 skb; /* key of its record in `inflight` */
+	__u32 end_seq;
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 8192);
+	__type(key, struct tcp_seg_key);
+	__type(value, struct tcp_seg);
+} tcp_segs SEC(".maps");
+
+static __always_inline __u64 tcp_flow(__u32 saddr, __u32 daddr, __u16 sport_be, __u16 dport_be)
+{
+	return (__u64)(saddr ^ (daddr << 16 | daddr >> 16)) << 32 | (__u32)sport_be << 16 | dport_be;
+}
+
 struct cpu_state {
 	__u64 irq_ts;        /* last NIC IRQ on this CPU */
 	__u64 raise_ts;      /* last NET_RX raise on this CPU */
 	__u64 softirq_ts;    /* entry of the current (or last) NET_RX run */
 	__u64 run_irq_ts;    /* the IRQ that started the current run, 0 if none */
 	__u64 run_raise_ts;  /* the raise that started the current run, 0 if none */
-	/* A tracked packet was just queued on a socket with a sleeping reader
-	 * (or, where the enqueue is only seen after the fact, just matched):
+	/* A tracked packet was just queued on a socket with a sleeping reader:
 	 * the next waking on this CPU is that reader's. */
 	__u64 wake_hint_ts;
+	/* The datagram the running UDP receive call dequeued (skb_consume_udp). */
+	__u64 consumed_skb;
+	__u32 consumed_tid;
 	__u64 wake_hint_sk;  /* the socket: the packet is in slot wake_hint_idx of its FIFO */
-	__u64 wake_hint_skb; /* or the skb: the packet is still in `inflight` */
 	__u32 wake_hint_idx;
 	/* The last task switched in on this CPU, and when: the task a receive
 	 * call returns in has been on CPU since then. */
@@ -294,6 +323,16 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	__u16 dport = bpf_ntohs(l4.dport);
 	if (!port_watched(dport))
 		return 0;
+	__u32 saddr, daddr;
+	if (flags & NETLATD_PKT_IPV6) {
+		__u32 a[8];
+		__builtin_memcpy(a, hdr + 8, sizeof(a));
+		saddr = a[0] ^ a[1] ^ a[2] ^ a[3];
+		daddr = a[4] ^ a[5] ^ a[6] ^ a[7];
+	} else {
+		__builtin_memcpy(&saddr, hdr + 12, 4);
+		__builtin_memcpy(&daddr, hdr + 16, 4);
+	}
 
 	__u32 payload, end_seq = 0;
 	if (l4proto == IPPROTO_TCP) {
@@ -332,7 +371,9 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 
 	__u64 key = (__u64)skb;
 	long err = bpf_map_update_elem(&inflight, &key, &pkt, BPF_NOEXIST);
-	if (err == -17 /* EEXIST */) {
+	/* (int): before 6.4 the map's update returns a 32-bit int the program
+	 * sees zero-extended, so -EEXIST arrives as 0xffffffef. */
+	if ((int)err == -17 /* EEXIST */) {
 		/* The skb address was freed and reused without us seeing the
 		 * first packet queued or dropped. */
 		COUNT(drops, NETLATD_DROP_UNJOINED);
@@ -343,10 +384,11 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		return 0;
 	}
 	COUNT(counters, NETLATD_CNT_MATCHED);
-	if (cs) {
-		cs->wake_hint_ts = now;
-		cs->wake_hint_skb = key;
-		cs->wake_hint_sk = 0;
+	if (l4proto == IPPROTO_TCP) {
+		struct tcp_seg_key k = {.flow = tcp_flow(saddr, daddr, l4.sport, l4.dport),
+					.seq = bpf_ntohl(l4.seq)};
+		struct tcp_seg v = {.skb = key, .end_seq = end_seq};
+		bpf_map_update_elem(&tcp_segs, &k, &v, BPF_ANY);
 	}
 	return 0;
 }
@@ -452,7 +494,6 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return;
-	cs->wake_hint_skb = 0;
 	if (has_sleeper(sk)) {
 		cs->wake_hint_ts = now;
 		cs->wake_hint_sk = (__u64)sk;
@@ -536,26 +577,80 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	return 0;
 }
 
+/* UDP enqueue on kernels without sock:sk_data_ready, at its entry (fentry):
+ * like the tracepoint, before the wake-up the call makes, so the slot is
+ * published before the reader can dequeue the datagram and the wake-up is
+ * hinted to this datagram's slot (netif_receive_skb cannot name it: GRO hands
+ * the stack lists of skbs, so several pass it before the first is queued). */
+static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff *skb)
+{
+	ARM(ARMED_SOCK_QUEUE);
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
+	return 0;
+}
+
 /* UDP enqueue on kernels without sock:sk_data_ready (fexit: ret 0 = queued). */
 static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff *skb, int ret)
 {
 	ARM(ARMED_SOCK_QUEUE);
-	if (ret != 0)
-		return 0;
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), true);
 	/* The wake-up, if any, happened inside the call: no hint is pending. */
 	struct cpu_state *cs = this_cpu();
 	if (cs)
 		cs->wake_hint_ts = 0;
+	if (ret != 0)
+		return 0;
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), true);
 	return 0;
 }
 
 /* TCP: tcp_rcv_established() is about to queue the segment (tcp:tcp_probe). */
+#define TCP_COALESCED_MAX 32
+
 static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 {
 	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
+	__u64 now = bpf_ktime_get_ns();
+	__u64 key = (__u64)skb;
+	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
+	__u32 seq = cb->seq, end = cb->end_seq;
+	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
+	if (pkt) {
+		__u32 own_end = pkt->reader_tid; /* the end sequence, until queued */
+		enqueue_tracked(sk, key, pkt, now, false);
+		if (own_end == end)
+			return 0; /* the common case: nothing coalesced into it */
+		seq = own_end;
+	}
+	/* The skb holds segments coalesced into it in the backlog: queue
+	 * theirs too, in sequence order. */
+	__u64 flow;
+	if (sk->__sk_common.skc_family == 10 /* AF_INET6 */) {
+		__u32 r[4], l[4];
+		BPF_CORE_READ_INTO(&r, sk, __sk_common.skc_v6_daddr.in6_u.u6_addr32);
+		BPF_CORE_READ_INTO(&l, sk, __sk_common.skc_v6_rcv_saddr.in6_u.u6_addr32);
+		flow = tcp_flow(r[0] ^ r[1] ^ r[2] ^ r[3], l[0] ^ l[1] ^ l[2] ^ l[3],
+				sk->__sk_common.skc_dport, bpf_htons(sk->__sk_common.skc_num));
+	} else {
+		flow = tcp_flow(sk->__sk_common.skc_daddr, sk->__sk_common.skc_rcv_saddr,
+				sk->__sk_common.skc_dport, bpf_htons(sk->__sk_common.skc_num));
+	}
+	for (int i = 0; i < TCP_COALESCED_MAX; i++) {
+		if ((__s32)(end - seq) <= 0)
+			break;
+		struct tcp_seg_key k = {.flow = flow, .seq = seq};
+		struct tcp_seg *sg = bpf_map_lookup_elem(&tcp_segs, &k);
+		if (!sg)
+			break;
+		__u64 skey = sg->skb;
+		__u32 send = sg->end_seq;
+		bpf_map_delete_elem(&tcp_segs, &k);
+		struct netlatd_packet *p = bpf_map_lookup_elem(&inflight, &skey);
+		/* The freed skb's address may carry a newer packet by now. */
+		if (p && p->reader_tid == send && p->l4proto == IPPROTO_TCP)
+			enqueue_tracked(sk, skey, p, now, false);
+		seq = send;
+	}
 	return 0;
 }
 
@@ -580,25 +675,16 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 	cs->wake_hint_ts = 0;
 	if (now - hint > 10000000)
 		return 0;
-	struct netlatd_packet *pkt = 0;
-	if (cs->wake_hint_sk) {
-		__u64 sk_key = cs->wake_hint_sk;
-		struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
-		if (!st)
-			return 0;
-		__u32 idx = cs->wake_hint_idx;
-		struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-		if (slot->seq != idx + 1)
-			return 0;
-		pkt = &slot->pkt;
-	} else if (cs->wake_hint_skb) {
-		__u64 skb_key = cs->wake_hint_skb;
-		pkt = bpf_map_lookup_elem(&inflight, &skb_key);
-	}
-	if (pkt && !pkt->stamp_ns[NETLATD_STAMP_WAKEUP]) {
-		pkt->stamp_ns[NETLATD_STAMP_WAKEUP] = now;
-		pkt->flags |= NETLATD_PKT_WOKEN;
-	}
+	__u64 sk_key = cs->wake_hint_sk;
+	struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
+	if (!st)
+		return 0;
+	__u32 idx = cs->wake_hint_idx;
+	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+	if (slot->seq != idx + 1 || slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP])
+		return 0;
+	slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP] = now;
+	slot->pkt.flags |= NETLATD_PKT_WOKEN;
 	return 0;
 }
 
@@ -665,6 +751,8 @@ static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 p
 	COUNT(counters, NETLATD_CNT_EMITTED);
 }
 
+#define UDP_POP_MAX 8
+
 /* The skb a UDP receive call will dequeue next: the reader queue's head, or the
  * receive queue's when the reader queue is empty; 0 when both are. */
 static __always_inline __u64 udp_next_skb(struct sock *sk)
@@ -698,6 +786,41 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	st->last_ns = now;
 
 	if (st->l4proto == IPPROTO_UDP) {
+		/* Where the receive return is an fexit, skb_consume_udp (fentry)
+		 * named the datagram this call read: pop up to its slot. Slots
+		 * before it were read by calls the fexit did not see (one in
+		 * progress when it was attached, one that returned before the
+		 * enqueue's slot was published); counting calls instead would
+		 * shift every later record by one datagram. */
+		struct cpu_state *cs = this_cpu();
+		if (cs && cs->consumed_tid == (__u32)pid_tgid && cs->consumed_skb) {
+			__u64 consumed = cs->consumed_skb;
+			cs->consumed_skb = 0;
+			__u32 h0 = st->head;
+			__u32 found = 0;
+			for (__u32 i = 0; i < UDP_POP_MAX; i++) {
+				__u32 h = h0 + i;
+				if (h == st->tail)
+					break;
+				struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+				if (slot->seq != h + 1)
+					break; /* not published yet */
+				if (slot->skb == consumed) {
+					found = i + 1;
+					break;
+				}
+			}
+			if (!found) {
+				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				return 0;
+			}
+			if (__sync_val_compare_and_swap(&st->head, h0, h0 + found) != h0)
+				return 0; /* another thread of the reader popped */
+			for (__u32 i = 0; i + 1 < found && i < UDP_POP_MAX; i++)
+				COUNT(drops, NETLATD_DROP_UNSEEN_READ);
+			emit(&st->slots[(h0 + found - 1) & (NETLATD_SOCK_FIFO_SLOTS - 1)], now, pid_tgid);
+			return 0;
+		}
 		__u32 h = st->head;
 		if (h == st->tail)
 			return 0;
@@ -752,6 +875,20 @@ int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }
+/* A UDP receive call dequeued this datagram (kernels whose receive return
+ * is an fexit). */
+SEC("fentry/skb_consume_udp")
+int BPF_PROG(udp_consume_fentry, struct sock *sk, struct sk_buff *skb)
+{
+	struct cpu_state *cs = this_cpu();
+	if (cs) {
+		cs->consumed_skb = (__u64)skb;
+		cs->consumed_tid = (__u32)bpf_get_current_pid_tgid();
+	}
+	return 0;
+}
+SEC("fentry/__udp_enqueue_schedule_skb")
+int BPF_PROG(udp_queue_fentry, struct sock *sk, struct sk_buff *skb) { return on_udp_enqueue_entry(sk, skb); }
 SEC("fexit/__udp_enqueue_schedule_skb")
 int BPF_PROG(udp_queue_fexit, struct sock *sk, struct sk_buff *skb, int ret)
 {

@@ -34,6 +34,7 @@ const std::vector<HookPoint> &hook_points() {
        {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
       {Point::UdpEnqueue, "udp_enqueue", true,
        {{"udp_queue_btf", K::TpBtf, "sk_data_ready"},
+        {"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"},
         {"udp_queue_fexit", K::Fexit, "__udp_enqueue_schedule_skb"}}},
       {Point::TcpEnqueue, "tcp_enqueue", false,
        {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},

@@ -118,10 +118,13 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 
   // Keep only the chosen variant of each hook point.
+  // Where the receive return is an fexit, skb_consume_udp names the datagram
+  // each UDP receive call dequeued.
   std::vector<bpf_program *> chosen;
   bpf_program *prog;
   bpf_object__for_each_program(prog, skel->obj) {
-    bool keep = false;
+    const std::string_view name = bpf_program__name(prog);
+    bool keep = plan.label(Point::RecvReturn) == "fexit/sock_recvmsg" && name == "udp_consume_fentry";
     for (const HookChoice &c : plan.choices)
       if (c.chosen && c.chosen->program == bpf_program__name(prog))
         keep = true;

@@ -68,6 +68,7 @@ enum netlatd_drop {
 	NETLATD_DROP_STACK_DROPPED,     /* the kernel dropped the packet (kfree_skb) */
 	NETLATD_DROP_UNTRACKED_DEQUEUE, /* a receive call returned a datagram we did not track */
 	NETLATD_DROP_UNJOINED,          /* an skb address was reused before its packet was joined */
+	NETLATD_DROP_UNSEEN_READ,       /* read by a receive call whose return netlatd did not see */
 	NETLATD_DROP_COUNT
 };
 

@@ -64,7 +64,7 @@ TEST_CASE("6.18 profile: tracepoints everywhere, no fentry", "[hooks]") {
 TEST_CASE("6.1 profile: the sock tracepoints fall back to fexit", "[hooks]") {
   HookPlan plan = choose_hooks(kernel_6_1());
   REQUIRE(plan.runnable());
-  CHECK(plan.label(Point::UdpEnqueue) == "fexit/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
   CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
   CHECK(plan.label(Point::TcpEnqueue) == "tp_btf/tcp_probe");
   ReportHeader h;
@@ -79,7 +79,7 @@ TEST_CASE("without tp_btf only the fexit stand-ins remain, and they do not suffi
   k.tp_btf = false;
   HookPlan plan = choose_hooks(k);
   CHECK(plan.label(Point::NetifReceiveSkb).empty());
-  CHECK(plan.label(Point::UdpEnqueue) == "fexit/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
   CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
   CHECK_FALSE(plan.runnable());
   CHECK(plan.missing_required == std::vector<std::string>{"netif_receive_skb"});
