@@ -34,6 +34,15 @@ fi
 
 log() { echo "bench: $*" >&2; }
 
+# One bench at a time on a host: two would measure each other's floods (BPF
+# programs run for every packet of the machine). A second run waits its turn.
+lock=/run/lock/netlatd-bench.lock
+exec 9>>"$lock"
+if ! flock -n 9; then
+  log "waiting for the bench run that holds $lock (up to 15 min)"
+  flock -w 900 9 || { log "error: $lock still held after 15 min"; exit 1; }
+fi
+
 # Backstop for bench.py's own clean-up, should it be killed hard: the namespace
 # (and with it the veth pair) and the BPF statistics sysctl.
 netns="nlbench-$$"
