@@ -229,6 +229,13 @@ struct Paired {
   size_t woken = 0;                    // datagrams whose reader slept and was woken for them
 };
 
+std::string self_comm() {
+  std::string name = sh_output("cat /proc/" + std::to_string(getpid()) + "/comm");
+  while (!name.empty() && name.back() == '\n')
+    name.pop_back();
+  return name;
+}
+
 Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, int bursts, int per_burst,
                      int burst_gap_us) {
   // Resolve the neighbour first: a datagram held back for ARP joins the NET_RX
@@ -257,6 +264,9 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
     p.ours.push_back(ours);
     p.ref.push_back(ref);
     p.gap.push_back(ref - ours);
+    // The reader is a thread of this test process: its name and pid.
+    CHECK(t.outliers[i]["reader_comm"].get<std::string>() == self_comm());
+    CHECK(t.outliers[i]["reader_pid"].get<int>() == static_cast<int>(getpid()));
     if (t.outliers[i]["woken"].get<bool>()) {
       // The wake-up lies between the enqueue and the reader's switch-in.
       REQUIRE(off.contains("wakeup"));
