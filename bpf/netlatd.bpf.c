@@ -62,6 +62,8 @@ struct sock_fifo_slot {
 	__u64 skb;      /* UDP: to check the head of the queue at receive time */
 	__u32 end_seq;  /* TCP: the segment is read once copied_seq passes it */
 	__u32 seq;      /* index + 1 once the slot is published */
+	__u32 freed;    /* UDP: its skb's address was queued again, so this one was read */
+	__u32 _pad;
 };
 
 struct sock_fifo {
@@ -144,7 +146,7 @@ struct {
 	__type(value, struct netlatd_packet);
 } inflight SEC(".maps");
 
-/* 37 KiB a socket: allocated when a socket first gets a tracked packet, not
+/* 150 KiB a socket: allocated when a socket first gets a tracked packet, not
  * up front for all 512 (the sweep frees closed sockets' entries). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -460,6 +462,13 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	slot->end_seq = pkt->reader_tid;
 	slot->pkt.reader_tid = 0;
 	slot->skb = skb_key;
+	slot->freed = 0;
+	/* The oldest datagram's skb freed by the read now being returned and
+	 * already reused for this one: its receive return must not take this
+	 * datagram, at the same address, for it. */
+	struct sock_fifo_slot *oldest = &st->slots[st->head & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+	if (oldest != slot && oldest->skb == skb_key)
+		oldest->freed = 1;
 	slot->seq = idx + 1;
 	st->last_ns = now;
 	bpf_map_delete_elem(&inflight, &skb_key);
@@ -480,6 +489,20 @@ __noinline int netlatd_push_older(__u32 i, __u64 now)
 	if (!pkt)
 		return 0;
 	return fifo_push(sk_key, skb_key, pkt, now, false) != 0;
+}
+
+/* A TCP segment coalesced into another skb (see on_tcp_probe); the socket is
+ * in this CPU's batch_sk. Global, so the verifier checks it once. */
+__noinline int netlatd_push_segment(__u64 skb_key, __u32 end_seq, __u64 now)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &skb_key);
+	/* The freed skb's address may carry a newer packet by now. */
+	if (!pkt || pkt->reader_tid != end_seq || pkt->l4proto != IPPROTO_TCP)
+		return 0;
+	return fifo_push(cs->batch_sk, skb_key, pkt, now, false) != 0;
 }
 
 static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
@@ -519,7 +542,7 @@ static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64
 /* Tracked skbs at the tail of one of the socket's queues, oldest first. UDP
  * producers may batch several datagrams before one data-ready call (6.18's
  * per-NUMA producer queues), so walk back from the tail. */
-static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now)
+static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now, bool batches)
 {
 	struct sk_buff *tail = q->prev;
 	if (!tail || (void *)tail == (void *)q)
@@ -531,7 +554,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	/* The common case: only the newest datagram is waiting to be moved. */
 	struct sk_buff *skb = tail->prev;
 	__u64 key = (__u64)skb;
-	if (!skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key)) {
+	if (!batches || !skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key)) {
 		enqueue_tracked(sk, tail_key, pkt, now, false);
 		return 1;
 	}
@@ -570,11 +593,13 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	if (enqueue_from_tail(sk, &sk->sk_receive_queue, now))
-		return 0;
-	/* The reader may have spliced the queue into its own already. */
+	/* The reader may have spliced the receive queue into its own since
+	 * the datagram was queued, and another CPU may have queued a newer one
+	 * meanwhile: the reader's queue holds the older ones, so it goes first.
+	 * (Only its newest: a batch is only ever at the receive queue's tail.) */
 	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
-	enqueue_from_tail(sk, &up->reader_queue, now);
+	enqueue_from_tail(sk, &up->reader_queue, now, false);
+	enqueue_from_tail(sk, &sk->sk_receive_queue, now, true);
 	return 0;
 }
 
@@ -606,6 +631,8 @@ static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff
 
 /* TCP: tcp_rcv_established() is about to queue the segment (tcp:tcp_probe). */
 #define TCP_COALESCED_MAX 32
+/* Segments one TCP receive return pops at most; any more wait for the next. */
+#define TCP_POP_MAX 64
 
 static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 {
@@ -636,6 +663,10 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 		flow = tcp_flow(sk->__sk_common.skc_daddr, sk->__sk_common.skc_rcv_saddr,
 				sk->__sk_common.skc_dport, bpf_htons(sk->__sk_common.skc_num));
 	}
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	cs->batch_sk = (__u64)sk;
 	for (int i = 0; i < TCP_COALESCED_MAX; i++) {
 		if ((__s32)(end - seq) <= 0)
 			break;
@@ -646,10 +677,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 		__u64 skey = sg->skb;
 		__u32 send = sg->end_seq;
 		bpf_map_delete_elem(&tcp_segs, &k);
-		struct netlatd_packet *p = bpf_map_lookup_elem(&inflight, &skey);
-		/* The freed skb's address may carry a newer packet by now. */
-		if (p && p->reader_tid == send && p->l4proto == IPPROTO_TCP)
-			enqueue_tracked(sk, skey, p, now, false);
+		netlatd_push_segment(skey, send, now);
 		seq = send;
 	}
 	return 0;
@@ -835,7 +863,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 		if (slot->seq != h + 1)
 			return 0; /* still being published */
-		if (slot->skb && slot->skb == udp_next_skb(sk)) {
+		if (slot->skb && !slot->freed && slot->skb == udp_next_skb(sk)) {
 			/* Our oldest datagram is still queued: this call read one we did not track. */
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 			return 0;
@@ -848,7 +876,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 
 	/* TCP: every queued segment that ends at or below copied_seq has been read. */
 	__u32 copied = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
-	for (int i = 0; i < NETLATD_SOCK_FIFO_SLOTS; i++) {
+	for (int i = 0; i < TCP_POP_MAX; i++) {
 		__u32 h = st->head;
 		if (h == st->tail)
 			break;
