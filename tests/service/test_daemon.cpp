@@ -30,6 +30,7 @@
 #include "net_fixture.hpp"
 #include "netlatd/version.hpp"
 #include "process.hpp"
+#include "scratch.hpp"
 
 using Catch::Matchers::ContainsSubstring;
 using nlohmann::json;
@@ -38,6 +39,8 @@ using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
 
 namespace {
+
+using nltest::TempDir;
 
 int64_t ms_since(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
@@ -69,24 +72,6 @@ void write_file(const fs::path &p, const std::string &text) {
   std::ofstream out(p, std::ios::trunc);
   out << text;
 }
-
-class TempDir {
-public:
-  TempDir() {
-    char tmpl[] = "/tmp/netlatd-svc-XXXXXX";
-    if (!mkdtemp(tmpl))
-      throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-
-private:
-  fs::path path_;
-};
 
 std::vector<json> json_lines(const std::string &text) {
   std::vector<json> out;

@@ -16,29 +16,17 @@
 #include <vector>
 
 #include "netlatd/version.hpp"
+#include "scratch.hpp"
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
 
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string output;
-};
+using nltest::TempDir;
+using Result = nltest::CommandResult;
 
-Result run(const std::string &command) {
-  Result r;
-  FILE *p = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-    r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result run(const std::string &command) { return nltest::run_command(command); }
 
 std::string quote(const fs::path &p) { return "'" + p.string() + "'"; }
 
@@ -58,23 +46,6 @@ std::string trim(std::string s) {
     s.pop_back();
   return s;
 }
-
-class TempDir {
-public:
-  TempDir() {
-    char tmpl[] = "/tmp/netlatd-pkg-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-
-private:
-  fs::path path_;
-};
 
 }  // namespace
 

@@ -14,10 +14,13 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include "scratch.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
+
+using nltest::TempDir;
 
 const fs::path kSource = NETLATD_SOURCE_DIR;
 
@@ -39,40 +42,8 @@ bool on_path(const std::string &tool) {
   return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
 }
 
-struct Result {
-  int status = -1;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string &command) {
-  Result r;
-  FILE *p = ::popen((command + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0)
-    r.output.append(buf, n);
-  const int st = ::pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-class TempDir {
-public:
-  TempDir() {
-    char tmpl[] = "/tmp/netlatd-units-XXXXXX";
-    REQUIRE(::mkdtemp(tmpl) != nullptr);
-    path_ = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path &path() const { return path_; }
-
-private:
-  fs::path path_;
-};
+using Result = nltest::CommandResult;
+Result run(const std::string &command) { return nltest::run_command(command); }
 
 // systemd-analyze verify insists that ExecStart= exists and that every man:
 // page in Documentation= resolves. The installed paths do not exist on a

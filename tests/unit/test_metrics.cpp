@@ -207,21 +207,18 @@ TEST_CASE("render_prometheus: label values are escaped", "[metrics]") {
 
 TEST_CASE("parse_listen_address", "[metrics]") {
   using netlatd::parse_listen_address;
-  auto a = parse_listen_address("127.0.0.1:9464");
-  CHECK(a.host == "127.0.0.1");
-  CHECK(a.port == 9464);
-  a = parse_listen_address(":9100");
-  CHECK(a.host == "127.0.0.1");
-  CHECK(a.port == 9100);
-  a = parse_listen_address("9100");
-  CHECK(a.host == "127.0.0.1");
-  CHECK(a.port == 9100);
-  a = parse_listen_address("0.0.0.0:0");
-  CHECK(a.host == "0.0.0.0");
-  CHECK(a.port == 0);
-  a = parse_listen_address("[::1]:9464");
-  CHECK(a.host == "::1");
-  CHECK(a.port == 9464);
+  struct Case {
+    const char *text, *host;
+    int port;
+  };
+  for (const Case &c : {Case{"127.0.0.1:9464", "127.0.0.1", 9464}, Case{":9100", "127.0.0.1", 9100},
+                        Case{"9100", "127.0.0.1", 9100}, Case{"0.0.0.0:0", "0.0.0.0", 0},
+                        Case{"[::1]:9464", "::1", 9464}}) {
+    INFO(c.text);
+    auto a = parse_listen_address(c.text);
+    CHECK(a.host == c.host);
+    CHECK(a.port == c.port);
+  }
   for (const char *bad : {"127.0.0.1:http", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
                           "[::1]9464", "[::1", "1.2.3.4:80x", "", "localhost:9464", "example.org:9464",
                           "[127.0.0.1]:9464", "[]:9464", "300.0.0.1:9464", "[::1]:"}) {
