@@ -433,19 +433,23 @@ static __always_inline bool has_sleeper(void *sk)
  * made: a wake-up stamped meanwhile is this packet's, and bounds its queue
  * time better than `now`. Before the wake-up (tracepoints), a wake-up stamp
  * can only be an unrelated one. */
-static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *pkt, __u64 now,
-				       bool after)
+static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *inflight_pkt,
+				       __u64 now, bool after)
 {
-	struct sock_fifo *st = fifo_get(sk_key, pkt->l4proto, true);
-	if (!st) {
-		bpf_map_delete_elem(&inflight, &skb_key);
+	/* Data-ready calls on two CPUs can both find the packet: the one whose
+	 * delete succeeds moves it, from a copy taken before. */
+	struct netlatd_packet copy;
+	__builtin_memcpy(&copy, inflight_pkt, sizeof(copy));
+	if (bpf_map_delete_elem(&inflight, &skb_key))
 		return 0;
-	}
+	struct netlatd_packet *pkt = &copy;
+	struct sock_fifo *st = fifo_get(sk_key, pkt->l4proto, true);
+	if (!st)
+		return 0;
 	/* Two producers (CPUs) may race for one socket: reserve with an atomic
 	 * and publish the slot last. The margin of 2 covers that race. */
 	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
 		COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
-		bpf_map_delete_elem(&inflight, &skb_key);
 		return 0;
 	}
 	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
@@ -471,7 +475,6 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 		oldest->freed = 1;
 	slot->seq = idx + 1;
 	st->last_ns = now;
-	bpf_map_delete_elem(&inflight, &skb_key);
 	COUNT(counters, NETLATD_CNT_QUEUED);
 	return idx + 1;
 }
@@ -863,8 +866,13 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 		if (slot->seq != h + 1)
 			return 0; /* still being published */
-		if (slot->skb && !slot->freed && slot->skb == udp_next_skb(sk)) {
-			/* Our oldest datagram is still queued: this call read one we did not track. */
+		__u64 next = udp_next_skb(sk);
+		/* Our oldest datagram is still queued: this call read one we did
+		 * not track. Unless its address now holds a newer datagram: the
+		 * read freed it and it was reused, and the newcomer is still in
+		 * `inflight` when its data-ready call has not run yet (else its
+		 * enqueue marked the slot). */
+		if (slot->skb && !slot->freed && slot->skb == next && !bpf_map_lookup_elem(&inflight, &next)) {
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 			return 0;
 		}

@@ -218,6 +218,7 @@ Reader::Reader(std::string ns, std::string proto, int family, std::string addr, 
             got_.kernel_to_user_ns.push_back(t_user - (static_cast<int64_t>(ts.tv_sec) * 1000000000ll + ts.tv_nsec));
           }
         }
+        got_.lengths.push_back(static_cast<uint32_t>(n));
         count_++;
         if (int pause = pause_us_.load())
           std::this_thread::sleep_for(std::chrono::microseconds(pause));

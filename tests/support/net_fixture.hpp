@@ -49,6 +49,8 @@ struct Received {
   uint64_t bytes = 0;
   // For UDP with SO_TIMESTAMPNS: kernel receive stamp -> recvmsg() returned, in ns.
   std::vector<int64_t> kernel_to_user_ns;
+  // UDP: the length of each datagram, in the order the reads returned them.
+  std::vector<uint32_t> lengths;
 };
 
 // A real reader: blocking recvmsg()/recv() on its own thread, in a namespace.
