@@ -158,12 +158,11 @@ TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined"
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  // One CPU after the other: with two at once, the reader (already running)
-  // can take a datagram off the queue before the data-ready call that would
-  // have moved it into netlatd's FIFO has run (the kernel appends a whole
-  // per-NUMA batch, then calls data-ready once). 6.18 offers no hook that
-  // names the datagram a read took, so netlatd counts that read as
-  // untracked_dequeue instead of measuring it: counted, but not exact.
+  // One CPU after the other: with two at once, a pair of datagrams is now
+  // and then measured in swapped order, and a reader already running can
+  // take a datagram before the data-ready call that would move it into
+  // netlatd's FIFO has run (then counted as untracked_dequeue). 6.18 offers
+  // no hook that names the datagram a read took. Open in issue 3's notes.
   std::thread a(sender, 0);
   a.join();
   std::thread b(sender, 1);
