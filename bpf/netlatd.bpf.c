@@ -62,7 +62,8 @@ struct sock_fifo_slot {
 	__u64 skb;      /* UDP: to check the head of the queue at receive time */
 	__u32 end_seq;  /* TCP: the segment is read once copied_seq passes it */
 	__u32 seq;      /* index + 1 once the slot is published */
-	__u32 freed;    /* UDP: its skb's address was queued again, so this one was read */
+	__u16 freed;    /* UDP: its skb's address was queued again, so this one was read */
+	__u16 dead;     /* lost the race to move its packet: readers skip it */
 	__u32 _pad;
 };
 
@@ -436,25 +437,33 @@ static __always_inline bool has_sleeper(void *sk)
 static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *inflight_pkt,
 				       __u64 now, bool after)
 {
-	/* Data-ready calls on two CPUs can both find the packet: the one whose
-	 * delete succeeds moves it, from a copy taken before. */
-	struct netlatd_packet copy;
-	__builtin_memcpy(&copy, inflight_pkt, sizeof(copy));
-	if (bpf_map_delete_elem(&inflight, &skb_key))
+	struct sock_fifo *st = fifo_get(sk_key, inflight_pkt->l4proto, true);
+	if (!st) {
+		bpf_map_delete_elem(&inflight, &skb_key);
 		return 0;
-	struct netlatd_packet *pkt = &copy;
-	struct sock_fifo *st = fifo_get(sk_key, pkt->l4proto, true);
-	if (!st)
-		return 0;
+	}
 	/* Two producers (CPUs) may race for one socket: reserve with an atomic
 	 * and publish the slot last. The margin of 2 covers that race. */
 	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
 		COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
+		bpf_map_delete_elem(&inflight, &skb_key);
 		return 0;
 	}
+	/* Data-ready calls on two CPUs can both find the packet. Each reserves
+	 * a slot first, then the one whose delete succeeds fills it and the
+	 * other publishes its slot as dead, which readers skip: so a CPU that
+	 * moves X then Y can never put Y ahead of X, whoever wins each. */
 	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-	__builtin_memcpy(&slot->pkt, pkt, sizeof(*pkt));
+	__builtin_memcpy(&slot->pkt, inflight_pkt, sizeof(slot->pkt));
+	if (bpf_map_delete_elem(&inflight, &skb_key)) {
+		slot->skb = 0;
+		slot->dead = 1;
+		slot->seq = idx + 1;
+		return 0;
+	}
+	slot->dead = 0;
+	struct netlatd_packet *pkt = &slot->pkt;
 	__u64 woke = pkt->stamp_ns[NETLATD_STAMP_WAKEUP];
 	if (after && woke && woke < now) {
 		slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = woke;
@@ -464,7 +473,7 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 		slot->pkt.flags &= ~NETLATD_PKT_WOKEN;
 	}
 	slot->end_seq = pkt->reader_tid;
-	slot->pkt.reader_tid = 0;
+	pkt->reader_tid = 0;
 	slot->skb = skb_key;
 	slot->freed = 0;
 	/* The oldest datagram's skb freed by the read now being returned and
@@ -806,6 +815,20 @@ static __always_inline __u64 udp_next_skb(struct sock *sk)
 	return 0;
 }
 
+/* Drops the dead slots (see fifo_push) at the head of a FIFO. */
+static __always_inline void skip_dead(struct sock_fifo *st)
+{
+	for (int i = 0; i < 4; i++) {
+		__u32 h = st->head;
+		if (h == st->tail)
+			return;
+		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (slot->seq != h + 1 || !slot->dead)
+			return;
+		__sync_val_compare_and_swap(&st->head, h, h + 1);
+	}
+}
+
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
 	ARM(ARMED_RECV_RETURN);
@@ -823,6 +846,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
 	st->last_ns = now;
+	skip_dead(st);
 
 	if (st->l4proto == IPPROTO_UDP) {
 		/* Where the receive return is an fexit, skb_consume_udp (fentry)
@@ -860,12 +884,17 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 			emit(&st->slots[(h0 + found - 1) & (NETLATD_SOCK_FIFO_SLOTS - 1)], now, pid_tgid);
 			return 0;
 		}
+		/* An empty FIFO, or its oldest slot still being published: this
+		 * call read a datagram netlatd has not moved into the FIFO (the
+		 * reader was quicker than the data-ready call). */
 		__u32 h = st->head;
-		if (h == st->tail)
-			return 0;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-		if (slot->seq != h + 1)
-			return 0; /* still being published */
+		if (h == st->tail || slot->seq != h + 1) {
+			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+			return 0;
+		}
+		if (slot->dead)
+			return 0; /* more dead slots in a row than skip_dead takes */
 		__u64 next = udp_next_skb(sk);
 		/* Our oldest datagram is still queued: this call read one we did
 		 * not track. Unless its address now holds a newer datagram: the
@@ -889,7 +918,13 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		if (h == st->tail)
 			break;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-		if (slot->seq != h + 1 || (__s32)(slot->end_seq - copied) > 0)
+		if (slot->seq != h + 1)
+			break;
+		if (slot->dead) {
+			__sync_val_compare_and_swap(&st->head, h, h + 1);
+			continue;
+		}
+		if ((__s32)(slot->end_seq - copied) > 0)
 			break;
 		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
 			break;
