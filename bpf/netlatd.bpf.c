@@ -67,12 +67,30 @@ struct sock_fifo_slot {
 	__u32 _pad;
 };
 
+/* What a receive return knows of its reader, for the record it emits. */
+struct read_view {
+	__u64 now;       /* the receive return */
+	__u64 pid_tgid;
+	__u64 oncpu_ts;  /* the reader's switch-in on its CPU, 0 if unknown */
+	__u64 copy_ts;   /* its last copy there, 0 if none */
+	__u64 name[2];   /* comm */
+	__u32 cpu;
+	__u32 _pad;
+};
+
 struct sock_fifo {
 	__u32 head;     /* next slot to pop */
 	__u32 tail;     /* next slot to fill */
 	__u64 last_ns;  /* last activity, for the daemon's sweep of closed sockets */
 	__u8 l4proto;
-	__u8 _pad[7];
+	__u8 _pad[3];
+	/* A UDP read returned while its datagram's slot (pend_idx) was still
+	 * being published: whichever of the reader and the publisher clears
+	 * pend_flag emits the record, with the reader's view. */
+	__u32 pend_flag;
+	__u32 pend_idx;
+	__u32 _pad2;
+	struct read_view pend;
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
 
@@ -434,6 +452,8 @@ static __always_inline bool has_sleeper(void *sk)
  * made: a wake-up stamped meanwhile is this packet's, and bounds its queue
  * time better than `now`. Before the wake-up (tracepoints), a wake-up stamp
  * can only be an unrelated one. */
+static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct read_view *v);
+
 static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *inflight_pkt,
 				       __u64 now, bool after)
 {
@@ -485,6 +505,14 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	slot->seq = idx + 1;
 	st->last_ns = now;
 	COUNT(counters, NETLATD_CNT_QUEUED);
+	/* A reader already returned this datagram while it was being published. */
+	if (st->pend_flag && st->pend_idx == idx && __sync_val_compare_and_swap(&st->pend_flag, 1, 0) == 1 &&
+	    __sync_val_compare_and_swap(&st->head, idx, idx + 1) == idx) {
+		struct read_view v;
+		__builtin_memcpy(&v, &st->pend, sizeof(v));
+		emit_view(slot, &v);
+		return 0; /* read already: no wake-up hint for it */
+	}
 	return idx + 1;
 }
 
@@ -752,7 +780,22 @@ static __always_inline int on_skb_copy_datagram(void)
 
 /* ---- the receive call returns ----------------------------------------------- */
 
-static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 pid_tgid)
+static __always_inline void read_view_here(struct read_view *v, __u64 now, __u64 pid_tgid)
+{
+	__u32 tid = (__u32)pid_tgid;
+	struct cpu_state *cs = this_cpu();
+	v->now = now;
+	v->pid_tgid = pid_tgid;
+	v->cpu = bpf_get_smp_processor_id();
+	v->oncpu_ts = cs && cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
+	v->copy_ts = cs && cs->copy_tid == tid ? cs->copy_ts : 0;
+	/* The name with two loads instead of a helper call. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	v->name[0] = *(__u64 *)&task->comm[0];
+	v->name[1] = *(__u64 *)&task->comm[8];
+}
+
+static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct read_view *v)
 {
 	struct netlatd_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
@@ -760,17 +803,16 @@ static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 p
 		return;
 	}
 	__builtin_memcpy(rec, &slot->pkt, sizeof(*rec));
+	__u64 now = v->now;
 	__u64 queued = rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
-	__u32 tid = (__u32)pid_tgid;
-	struct cpu_state *cs = this_cpu();
 	__u64 oncpu = 0;
-	if (cs && cs->oncpu_tid == tid && cs->oncpu_ts) {
-		/* On CPU: this task's switch-in here, or the enqueue itself
-		 * when it was already running then. */
-		oncpu = min_u64(max_u64(queued, cs->oncpu_ts), now);
+	if (v->oncpu_ts) {
+		/* On CPU: the reader's switch-in on its CPU, or the enqueue
+		 * itself when it was already running then. */
+		oncpu = min_u64(max_u64(queued, v->oncpu_ts), now);
 		rec->stamp_ns[NETLATD_STAMP_ONCPU] = oncpu;
-		if (cs->copy_tid == tid && cs->copy_ts >= oncpu && cs->copy_ts <= now)
-			rec->stamp_ns[NETLATD_STAMP_COPY] = cs->copy_ts;
+		if (v->copy_ts >= oncpu && v->copy_ts <= now)
+			rec->stamp_ns[NETLATD_STAMP_COPY] = v->copy_ts;
 	}
 	/* A wake-up stamp only holds if the switch-in it caused is known
 	 * (the enqueue made sure it is not older than the packet's queueing). */
@@ -780,23 +822,29 @@ static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 p
 		rec->flags &= ~NETLATD_PKT_WOKEN;
 	}
 	rec->stamp_ns[NETLATD_STAMP_RECV_RETURN] = now;
-	rec->reader_cpu = bpf_get_smp_processor_id();
-	rec->reader_tgid = pid_tgid >> 32;
-	rec->reader_tid = (__u32)pid_tgid;
-	/* The name with two loads instead of a helper call. */
-	struct task_struct *task = bpf_get_current_task_btf();
+	rec->reader_cpu = v->cpu;
+	rec->reader_tgid = v->pid_tgid >> 32;
+	rec->reader_tid = (__u32)v->pid_tgid;
 	__u64 *name = (__u64 *)rec->reader_comm;
-	name[0] = *(__u64 *)&task->comm[0];
-	name[1] = *(__u64 *)&task->comm[8];
+	name[0] = v->name[0];
+	name[1] = v->name[1];
 
 	/* No wake-up per record: the daemon drains on a timer, and is woken
 	 * when the ring is filling up, which is checked every 32nd record a
 	 * CPU writes (a query is a helper call). */
 	__u64 flags = BPF_RB_NO_WAKEUP;
+	struct cpu_state *cs = this_cpu();
 	if (cs && (++cs->emitted & 31) == 0 && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= targ_wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(rec, flags);
 	COUNT(counters, NETLATD_CNT_EMITTED);
+}
+
+static __always_inline void emit(struct sock_fifo_slot *slot, __u64 now, __u64 pid_tgid)
+{
+	struct read_view v;
+	read_view_here(&v, now, pid_tgid);
+	emit_view(slot, &v);
 }
 
 #define UDP_POP_MAX 8
@@ -889,8 +937,19 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		 * reader was quicker than the data-ready call). */
 		__u32 h = st->head;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-		if (h == st->tail || slot->seq != h + 1) {
+		if (h == st->tail) {
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+			return 0;
+		}
+		if (slot->seq != h + 1) {
+			/* Reserved, not yet published: hand the record over to the
+			 * publisher, or emit it here if it has just finished. */
+			read_view_here(&st->pend, now, pid_tgid);
+			st->pend_idx = h;
+			__sync_lock_test_and_set(&st->pend_flag, 1);
+			if (slot->seq == h + 1 && __sync_val_compare_and_swap(&st->pend_flag, 1, 0) == 1 &&
+			    !slot->dead && __sync_val_compare_and_swap(&st->head, h, h + 1) == h)
+				emit(slot, now, pid_tgid);
 			return 0;
 		}
 		if (slot->dead)

@@ -158,15 +158,8 @@ TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined"
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  // One CPU after the other: with two at once, a reader already running
-  // can now and then read a datagram while the data-ready call that moves
-  // it into netlatd's FIFO is still publishing its slot (counted as
-  // untracked_dequeue, but the later records are then off by one); 6.18
-  // offers no hook that names the datagram a read took. About 2 runs in 10
-  // of this test with two senders at once. Open in issue 3's notes.
-  std::thread a(sender, 0);
+  std::thread a(sender, 0), b(sender, 1);
   a.join();
-  std::thread b(sender, 1);
   b.join();
   REQUIRE(reader.wait_for(bursts * per_burst, 10000));
   Totals t = stop(nl->proc());
