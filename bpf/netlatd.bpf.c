@@ -68,6 +68,9 @@ struct sock_fifo_slot {
 };
 
 /* What a receive return knows of its reader, for the record it emits. */
+/* Datagrams one UDP data-ready call moves at most (a batch, see enqueue_from_tail). */
+#define UDP_TAIL_WALK 8
+
 struct read_view {
 	__u64 now;       /* the receive return */
 	__u64 pid_tgid;
@@ -143,7 +146,7 @@ struct cpu_state {
 	/* Socket and skbs of a UDP batch being moved (see enqueue_from_tail),
 	 * handed to netlatd_push_older as plain numbers. */
 	__u64 batch_sk;
-	__u64 batch_skb[8];
+	__u64 batch_skb[UDP_TAIL_WALK];
 	__u32 emitted;       /* records this CPU wrote, for the ring fill check */
 	/* The last skb_copy_datagram_iovec on this CPU. */
 	__u64 copy_ts;
@@ -447,15 +450,12 @@ static __always_inline bool has_sleeper(void *sk)
 	return first && first != &wq->wait.head;
 }
 
-/* Moves the in-flight packet of `skb` to the FIFO of `sk`. `after` says the
- * hook runs after the enqueue call returned (fexit), so after the wake-up it
- * made: a wake-up stamped meanwhile is this packet's, and bounds its queue
- * time better than `now`. Before the wake-up (tracepoints), a wake-up stamp
- * can only be an unrelated one. */
 static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct read_view *v);
 
+/* Moves the in-flight packet of `skb` to the FIFO of `sk`; returns its slot
+ * index + 1, or 0 when it was not queued (or was emitted at once). */
 static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *inflight_pkt,
-				       __u64 now, bool after)
+				       __u64 now)
 {
 	struct sock_fifo *st = fifo_get(sk_key, inflight_pkt->l4proto, true);
 	if (!st) {
@@ -484,14 +484,7 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	}
 	slot->dead = 0;
 	struct netlatd_packet *pkt = &slot->pkt;
-	__u64 woke = pkt->stamp_ns[NETLATD_STAMP_WAKEUP];
-	if (after && woke && woke < now) {
-		slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = woke;
-	} else {
-		slot->pkt.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
-		slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
-		slot->pkt.flags &= ~NETLATD_PKT_WOKEN;
-	}
+	pkt->stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
 	slot->end_seq = pkt->reader_tid;
 	pkt->reader_tid = 0;
 	slot->skb = skb_key;
@@ -524,11 +517,11 @@ __noinline int netlatd_push_older(__u32 i, __u64 now)
 	if (!cs)
 		return 0;
 	__u64 sk_key = cs->batch_sk;
-	__u64 skb_key = cs->batch_skb[i & 7];
+	__u64 skb_key = cs->batch_skb[i & (UDP_TAIL_WALK - 1)];
 	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &skb_key);
 	if (!pkt)
 		return 0;
-	return fifo_push(sk_key, skb_key, pkt, now, false) != 0;
+	return fifo_push(sk_key, skb_key, pkt, now) != 0;
 }
 
 /* A TCP segment coalesced into another skb (see on_tcp_probe); the socket is
@@ -542,14 +535,17 @@ __noinline int netlatd_push_segment(__u64 skb_key, __u32 end_seq, __u64 now)
 	/* The freed skb's address may carry a newer packet by now. */
 	if (!pkt || pkt->reader_tid != end_seq || pkt->l4proto != IPPROTO_TCP)
 		return 0;
-	return fifo_push(cs->batch_sk, skb_key, pkt, now, false) != 0;
+	return fifo_push(cs->batch_sk, skb_key, pkt, now) != 0;
 }
 
+/* `wake_follows`: the hook runs before the enqueue call's wake-up (the
+ * tracepoints, fentry); after it (fexit) no hint may be left, or an
+ * unrelated later waking would be stamped. */
 static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
-					    __u64 now, bool after)
+					    __u64 now, bool wake_follows)
 {
-	__u32 pushed = fifo_push((__u64)sk, skb_key, pkt, now, after);
-	if (!pushed)
+	__u32 pushed = fifo_push((__u64)sk, skb_key, pkt, now);
+	if (!pushed || !wake_follows)
 		return;
 	__u32 idx = pushed - 1;
 
@@ -567,17 +563,16 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 	}
 }
 
-static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now, bool after)
+static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now, bool wake_follows)
 {
 	__u64 key = (__u64)skb;
 	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
 	if (!pkt)
 		return false;
-	enqueue_tracked(sk, key, pkt, now, after);
+	enqueue_tracked(sk, key, pkt, now, wake_follows);
 	return true;
 }
 
-#define UDP_TAIL_WALK 8
 
 /* Tracked skbs at the tail of one of the socket's queues, oldest first. UDP
  * producers may batch several datagrams before one data-ready call (6.18's
@@ -595,7 +590,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	struct sk_buff *skb = tail->prev;
 	__u64 key = (__u64)skb;
 	if (!batches || !skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key)) {
-		enqueue_tracked(sk, tail_key, pkt, now, false);
+		enqueue_tracked(sk, tail_key, pkt, now, true);
 		return 1;
 	}
 	/* A batch: collect it back from the tail, then move it oldest first,
@@ -619,7 +614,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 		if (i < n)
 			netlatd_push_older(i, now);
 	}
-	try_enqueue_skb(sk, tail, now, false);
+	try_enqueue_skb(sk, tail, now, true);
 	return n;
 }
 
@@ -651,7 +646,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff *skb)
 {
 	ARM(ARMED_SOCK_QUEUE);
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), true);
 	return 0;
 }
 
@@ -665,7 +660,7 @@ static __always_inline int on_udp_enqueue_return(struct sock *sk, struct sk_buff
 		cs->wake_hint_ts = 0;
 	if (ret != 0)
 		return 0;
-	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), true);
+	try_enqueue_skb(sk, skb, bpf_ktime_get_ns(), false);
 	return 0;
 }
 
@@ -685,7 +680,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
 	if (pkt) {
 		__u32 own_end = pkt->reader_tid; /* the end sequence, until queued */
-		enqueue_tracked(sk, key, pkt, now, false);
+		enqueue_tracked(sk, key, pkt, now, true);
 		if (own_end == end)
 			return 0; /* the common case: nothing coalesced into it */
 		seq = own_end;
