@@ -6,7 +6,7 @@
  *
  * Join keys along the path:
  *   NIC IRQ, softirq raise/entry  per-CPU state, copied into the packet at netif_receive_skb
- *   netif_receive_skb -> enqueue  the skb address (map `inflight`)
+ *   netif_receive_skb -> enqueue  the skb address (map `stash`, a direct-mapped table)
  *   enqueue -> receive return     a FIFO per socket (map `sockets`): UDP pops one datagram
  *                                 per receive call, TCP pops every segment below copied_seq
  *   wakeup                        the enqueue leaves a per-CPU hint naming its FIFO slot;
@@ -57,15 +57,19 @@ volatile __u32 armed = 0;
 			armed |= (bit);   \
 	} while (0)
 
+/* One queued packet: 64 bytes, one cache line. The record is built from it
+ * when the packet is read. */
 struct sock_fifo_slot {
-	struct netlatd_packet pkt;
-	__u64 skb;      /* UDP: to check the head of the queue at receive time */
-	__u32 end_seq;  /* TCP: the segment is read once copied_seq passes it */
-	__u32 seq;      /* index + 1 once the slot is published */
-	__u16 freed;    /* UDP: its skb's address was queued again, so this one was read */
-	__u16 dead;     /* lost the race to move its packet: readers skip it */
-	__u32 _pad;
+	struct netlatd_rx rx;  /* TCP: the segment is read once copied_seq passes rx.end_seq */
+	__u64 skb;             /* UDP: to check the head of the queue at receive time */
+	__u32 queue_after;     /* the enqueue, after rx.receive_ns */
+	__u32 wake_after;      /* the reader's waking, after rx.receive_ns; 0 = none */
+	__u32 seq;             /* index + 1 once the slot is published */
+	__u8 freed;            /* UDP: its skb's address was queued again, so this one was read */
+	__u8 dead;             /* lost the race to move its packet: readers skip it */
+	__u16 _pad;
 };
+_Static_assert(sizeof(struct sock_fifo_slot) == 64, "a FIFO slot is one cache line");
 
 /* What a receive return knows of its reader, for the record it emits. */
 /* Datagrams one UDP data-ready call moves at most (a batch, see enqueue_from_tail). */
@@ -108,7 +112,7 @@ struct tcp_seg_key {
 };
 
 struct tcp_seg {
-	__u64 skb; /* key of its record in `inflight` */
+	__u64 skb; /* its entry in `stash` */
 	__u32 end_seq;
 	__u32 _pad;
 };
@@ -161,14 +165,22 @@ struct {
 	__uint(max_entries, 4 << 20); /* resized by the daemon before load */
 } events SEC(".maps");
 
+/* Packets seen at netif_receive_skb and not queued on a socket yet, at a slot
+ * chosen by their skb address. Not a hash map: an array lookup is inlined by
+ * the verifier and ownership moves with one atomic exchange, where a hash map
+ * takes a bucket lock on insert and delete, three times per packet. Two
+ * packets in flight at once that share a slot lose the older one (counted as
+ * unjoined): with a few dozen in flight, a fraction of a per cent of them.
+ * The daemon maps the table to expire packets that never reach a socket. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 8192);
-	__type(key, __u64); /* skb address */
-	__type(value, struct netlatd_packet);
-} inflight SEC(".maps");
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1 << NETLATD_STASH_BITS);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct netlatd_stash_entry);
+} stash SEC(".maps");
 
-/* 150 KiB a socket: allocated when a socket first gets a tracked packet, not
+/* 64 KiB a socket: allocated when a socket first gets a tracked packet, not
  * up front for all 512 (the sweep frees closed sockets' entries). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -211,6 +223,42 @@ static __always_inline struct cpu_state *this_cpu(void)
 {
 	__u32 zero = 0;
 	return bpf_map_lookup_elem(&cpu_states, &zero);
+}
+
+/* ---- the stash: packets between netif_receive_skb and their socket ------------ */
+
+/* The low 32 bits of a kernel pointer as a plain number. The verifier keeps
+ * a pointer's type through C casts and refuses shifts or multiplies on it;
+ * a 32-bit move is how it lets a program loaded with CAP_PERFMON turn one
+ * into a number. */
+static __always_inline __u32 ptr_low32(__u64 p)
+{
+	__u32 lo = (__u32)p;
+	asm volatile("%[lo] = %[lo]" : [lo] "+w"(lo));
+	return lo;
+}
+
+static __always_inline struct netlatd_stash_entry *stash_slot(__u64 skb)
+{
+	/* skb heads are cache-aligned slab objects: drop the low bits and
+	 * take the top bits of a multiplicative hash of the rest. */
+	__u32 idx = ((ptr_low32(skb) >> 6) * 0x9E3779B1U) >> (32 - NETLATD_STASH_BITS);
+	return bpf_map_lookup_elem(&stash, &idx);
+}
+
+/* The entry of `skb`, if it is there. */
+static __always_inline struct netlatd_stash_entry *stash_find(__u64 skb)
+{
+	struct netlatd_stash_entry *e = stash_slot(skb);
+	return e && e->skb == skb ? e : NULL;
+}
+
+/* Takes the entry for the caller: exactly one of several CPUs racing for
+ * one packet wins. Read the entry before claiming it: a writer marks it busy
+ * before changing it, which makes a later claim fail. */
+static __always_inline bool stash_claim(struct netlatd_stash_entry *e, __u64 skb)
+{
+	return __sync_val_compare_and_swap(&e->skb, skb, NETLATD_STASH_FREE) == skb;
 }
 
 static __always_inline bool port_watched(__u16 port)
@@ -373,41 +421,46 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		payload = l3len > l4off + 8 ? l3len - l4off - 8 : 0;
 	}
 
-	struct netlatd_packet pkt = {};
+	__u64 key = (__u64)skb;
+	struct netlatd_stash_entry *e = stash_slot(key);
+	if (!e)
+		return 0;
+	__u64 old = __sync_lock_test_and_set(&e->skb, NETLATD_STASH_BUSY);
+	if (old == NETLATD_STASH_BUSY) {
+		/* Another CPU is filling this slot right now; it keeps it. */
+		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
+		return 0;
+	}
+	if (old != NETLATD_STASH_FREE)
+		/* A packet that was never queued nor seen dropped (or one
+		 * still in flight whose address shares the slot). */
+		COUNT(drops, NETLATD_DROP_UNJOINED);
+
+	struct netlatd_rx *rx = &e->rx;
 	__u64 now = bpf_ktime_get_ns();
 	struct cpu_state *cs = this_cpu();
+	rx->irq_before = 0;
+	rx->raise_before = 0;
+	rx->softirq_before = 0;
 	if (cs && cs->in_net_rx) {
-		pkt.stamp_ns[NETLATD_STAMP_IRQ] = cs->run_irq_ts;
-		pkt.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = cs->run_raise_ts;
-		pkt.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = cs->softirq_ts;
+		rx->irq_before = before(now, cs->run_irq_ts);
+		rx->raise_before = before(now, cs->run_raise_ts);
+		rx->softirq_before = before(now, cs->softirq_ts);
 		flags |= NETLATD_PKT_IN_SOFTIRQ;
 		if (cs->in_ksoftirqd)
 			flags |= NETLATD_PKT_KSOFTIRQD;
 	}
-	pkt.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = now;
-	pkt.rx_cpu = bpf_get_smp_processor_id();
-	pkt.len = payload;
-	pkt.ifindex = cfg_ifindex;
-	pkt.dport = dport;
-	pkt.flags = flags;
-	pkt.l4proto = l4proto;
-	/* The TCP end sequence rides in reader_tid until the packet is queued. */
-	pkt.reader_tid = end_seq;
+	rx->receive_ns = now;
+	rx->rx_cpu = bpf_get_smp_processor_id();
+	rx->len = payload;
+	rx->ifindex = cfg_ifindex;
+	rx->end_seq = end_seq;
+	rx->dport = dport;
+	rx->flags = flags;
+	rx->l4proto = l4proto;
+	/* Publish: from here on the enqueue can claim it. */
+	__sync_lock_test_and_set(&e->skb, key);
 
-	__u64 key = (__u64)skb;
-	long err = bpf_map_update_elem(&inflight, &key, &pkt, BPF_NOEXIST);
-	/* (int): before 6.4 the map's update returns a 32-bit int the program
-	 * sees zero-extended, so -EEXIST arrives as 0xffffffef. */
-	if ((int)err == -17 /* EEXIST */) {
-		/* The skb address was freed and reused without us seeing the
-		 * first packet queued or dropped. */
-		COUNT(drops, NETLATD_DROP_UNJOINED);
-		err = bpf_map_update_elem(&inflight, &key, &pkt, BPF_ANY);
-	}
-	if (err) {
-		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
-		return 0;
-	}
 	COUNT(counters, NETLATD_CNT_MATCHED);
 	if (l4proto == IPPROTO_TCP) {
 		struct tcp_seg_key k = {.flow = tcp_flow(saddr, daddr, l4.sport, l4.dport),
@@ -452,41 +505,39 @@ static __always_inline bool has_sleeper(void *sk)
 
 static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct read_view *v);
 
-/* Moves the in-flight packet of `skb` to the FIFO of `sk`; returns its slot
- * index + 1, or 0 when it was not queued (or was emitted at once). */
-static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_packet *inflight_pkt,
-				       __u64 now)
+/* Moves the packet of `skb` (its stash entry `e`) to the FIFO of `sk`;
+ * returns its slot index + 1, or 0 when it was not queued (or was emitted at
+ * once). */
+static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_stash_entry *e, __u64 now)
 {
-	struct sock_fifo *st = fifo_get(sk_key, inflight_pkt->l4proto, true);
+	struct sock_fifo *st = fifo_get(sk_key, e->rx.l4proto, true);
 	if (!st) {
-		bpf_map_delete_elem(&inflight, &skb_key);
+		stash_claim(e, skb_key);
 		return 0;
 	}
 	/* Two producers (CPUs) may race for one socket: reserve with an atomic
 	 * and publish the slot last. The margin of 2 covers that race. */
 	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
-		COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
-		bpf_map_delete_elem(&inflight, &skb_key);
+		if (stash_claim(e, skb_key))
+			COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
 		return 0;
 	}
 	/* Data-ready calls on two CPUs can both find the packet. Each reserves
-	 * a slot first, then the one whose delete succeeds fills it and the
+	 * a slot first, then the one whose claim succeeds fills it and the
 	 * other publishes its slot as dead, which readers skip: so a CPU that
 	 * moves X then Y can never put Y ahead of X, whoever wins each. */
 	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-	__builtin_memcpy(&slot->pkt, inflight_pkt, sizeof(slot->pkt));
-	if (bpf_map_delete_elem(&inflight, &skb_key)) {
+	__builtin_memcpy(&slot->rx, &e->rx, sizeof(slot->rx));
+	if (!stash_claim(e, skb_key)) {
 		slot->skb = 0;
 		slot->dead = 1;
 		slot->seq = idx + 1;
 		return 0;
 	}
 	slot->dead = 0;
-	struct netlatd_packet *pkt = &slot->pkt;
-	pkt->stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = now;
-	slot->end_seq = pkt->reader_tid;
-	pkt->reader_tid = 0;
+	slot->queue_after = before(now, slot->rx.receive_ns);
+	slot->wake_after = 0;
 	slot->skb = skb_key;
 	slot->freed = 0;
 	/* The oldest datagram's skb freed by the read now being returned and
@@ -518,10 +569,10 @@ __noinline int netlatd_push_older(__u32 i, __u64 now)
 		return 0;
 	__u64 sk_key = cs->batch_sk;
 	__u64 skb_key = cs->batch_skb[i & (UDP_TAIL_WALK - 1)];
-	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &skb_key);
-	if (!pkt)
+	struct netlatd_stash_entry *e = stash_find(skb_key);
+	if (!e)
 		return 0;
-	return fifo_push(sk_key, skb_key, pkt, now) != 0;
+	return fifo_push(sk_key, skb_key, e, now) != 0;
 }
 
 /* A TCP segment coalesced into another skb (see on_tcp_probe); the socket is
@@ -531,20 +582,20 @@ __noinline int netlatd_push_segment(__u64 skb_key, __u32 end_seq, __u64 now)
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return 0;
-	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &skb_key);
+	struct netlatd_stash_entry *e = stash_find(skb_key);
 	/* The freed skb's address may carry a newer packet by now. */
-	if (!pkt || pkt->reader_tid != end_seq || pkt->l4proto != IPPROTO_TCP)
+	if (!e || e->rx.end_seq != end_seq || e->rx.l4proto != IPPROTO_TCP)
 		return 0;
-	return fifo_push(cs->batch_sk, skb_key, pkt, now) != 0;
+	return fifo_push(cs->batch_sk, skb_key, e, now) != 0;
 }
 
 /* `wake_follows`: the hook runs before the enqueue call's wake-up (the
  * tracepoints, fentry); after it (fexit) no hint may be left, or an
  * unrelated later waking would be stamped. */
-static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_packet *pkt,
+static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_stash_entry *e,
 					    __u64 now, bool wake_follows)
 {
-	__u32 pushed = fifo_push((__u64)sk, skb_key, pkt, now);
+	__u32 pushed = fifo_push((__u64)sk, skb_key, e, now);
 	if (!pushed || !wake_follows)
 		return;
 	__u32 idx = pushed - 1;
@@ -566,10 +617,10 @@ static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netl
 static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64 now, bool wake_follows)
 {
 	__u64 key = (__u64)skb;
-	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
-	if (!pkt)
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (!e)
 		return false;
-	enqueue_tracked(sk, key, pkt, now, wake_follows);
+	enqueue_tracked(sk, key, e, now, wake_follows);
 	return true;
 }
 
@@ -583,14 +634,14 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	if (!tail || (void *)tail == (void *)q)
 		return 0;
 	__u64 tail_key = (__u64)tail;
-	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &tail_key);
-	if (!pkt)
+	struct netlatd_stash_entry *e = stash_find(tail_key);
+	if (!e)
 		return 0;
 	/* The common case: only the newest datagram is waiting to be moved. */
 	struct sk_buff *skb = tail->prev;
 	__u64 key = (__u64)skb;
-	if (!batches || !skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key)) {
-		enqueue_tracked(sk, tail_key, pkt, now, true);
+	if (!batches || !skb || (void *)skb == (void *)q || !stash_find(key)) {
+		enqueue_tracked(sk, tail_key, e, now, true);
 		return 1;
 	}
 	/* A batch: collect it back from the tail, then move it oldest first,
@@ -604,7 +655,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	skb = skb->prev;
 	for (int i = 2; i < UDP_TAIL_WALK; i++) {
 		key = (__u64)skb;
-		if (!skb || (void *)skb == (void *)q || !bpf_map_lookup_elem(&inflight, &key))
+		if (!skb || (void *)skb == (void *)q || !stash_find(key))
 			break;
 		cs->batch_skb[i] = key;
 		n = i + 1;
@@ -614,7 +665,8 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 		if (i < n)
 			netlatd_push_older(i, now);
 	}
-	try_enqueue_skb(sk, tail, now, true);
+	/* The tail's entry found above: the claim checks it is still its. */
+	enqueue_tracked(sk, tail_key, e, now, true);
 	return n;
 }
 
@@ -677,10 +729,10 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 	__u64 key = (__u64)skb;
 	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
 	__u32 seq = cb->seq, end = cb->end_seq;
-	struct netlatd_packet *pkt = bpf_map_lookup_elem(&inflight, &key);
-	if (pkt) {
-		__u32 own_end = pkt->reader_tid; /* the end sequence, until queued */
-		enqueue_tracked(sk, key, pkt, now, true);
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (e) {
+		__u32 own_end = e->rx.end_seq;
+		enqueue_tracked(sk, key, e, now, true);
 		if (own_end == end)
 			return 0; /* the common case: nothing coalesced into it */
 		seq = own_end;
@@ -722,7 +774,8 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 static __always_inline int on_kfree_skb(struct sk_buff *skb)
 {
 	__u64 key = (__u64)skb;
-	if (bpf_map_delete_elem(&inflight, &key) == 0)
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (e && stash_claim(e, key))
 		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
 	return 0;
 }
@@ -745,10 +798,9 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 		return 0;
 	__u32 idx = cs->wake_hint_idx;
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-	if (slot->seq != idx + 1 || slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP])
+	if (slot->seq != idx + 1 || slot->wake_after)
 		return 0;
-	slot->pkt.stamp_ns[NETLATD_STAMP_WAKEUP] = now;
-	slot->pkt.flags |= NETLATD_PKT_WOKEN;
+	slot->wake_after = before(now, slot->rx.receive_ns);
 	return 0;
 }
 
@@ -797,25 +849,41 @@ static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct 
 		COUNT(drops, NETLATD_DROP_RINGBUF_FULL);
 		return;
 	}
-	__builtin_memcpy(rec, &slot->pkt, sizeof(*rec));
+	const struct netlatd_rx *rx = &slot->rx;
+	__u64 rcv = rx->receive_ns;
 	__u64 now = v->now;
-	__u64 queued = rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
-	__u64 oncpu = 0;
+	__u64 queued = rcv + slot->queue_after;
+	rec->stamp_ns[NETLATD_STAMP_IRQ] = rx->irq_before ? rcv - rx->irq_before : 0;
+	rec->stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = rx->raise_before ? rcv - rx->raise_before : 0;
+	rec->stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = rx->softirq_before ? rcv - rx->softirq_before : 0;
+	rec->stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = rcv;
+	rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = queued;
+	__u16 pflags = rx->flags;
+	__u64 oncpu = 0, copy = 0;
 	if (v->oncpu_ts) {
 		/* On CPU: the reader's switch-in on its CPU, or the enqueue
 		 * itself when it was already running then. */
 		oncpu = min_u64(max_u64(queued, v->oncpu_ts), now);
-		rec->stamp_ns[NETLATD_STAMP_ONCPU] = oncpu;
 		if (v->copy_ts >= oncpu && v->copy_ts <= now)
-			rec->stamp_ns[NETLATD_STAMP_COPY] = v->copy_ts;
+			copy = v->copy_ts;
 	}
+	rec->stamp_ns[NETLATD_STAMP_ONCPU] = oncpu;
+	rec->stamp_ns[NETLATD_STAMP_COPY] = copy;
 	/* A wake-up stamp only holds if the switch-in it caused is known
 	 * (the enqueue made sure it is not older than the packet's queueing). */
-	__u64 woke = rec->stamp_ns[NETLATD_STAMP_WAKEUP];
-	if (woke && (!oncpu || woke > oncpu)) {
-		rec->stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
-		rec->flags &= ~NETLATD_PKT_WOKEN;
-	}
+	__u64 woke = slot->wake_after ? rcv + slot->wake_after : 0;
+	if (woke && (!oncpu || woke > oncpu))
+		woke = 0;
+	rec->stamp_ns[NETLATD_STAMP_WAKEUP] = woke;
+	if (woke)
+		pflags |= NETLATD_PKT_WOKEN;
+	rec->rx_cpu = rx->rx_cpu;
+	rec->len = rx->len;
+	rec->ifindex = rx->ifindex;
+	rec->dport = rx->dport;
+	rec->flags = pflags;
+	rec->l4proto = rx->l4proto;
+	__builtin_memset(rec->_pad, 0, sizeof(rec->_pad));
 	rec->stamp_ns[NETLATD_STAMP_RECV_RETURN] = now;
 	rec->reader_cpu = v->cpu;
 	rec->reader_tgid = v->pid_tgid >> 32;
@@ -953,9 +1021,9 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		/* Our oldest datagram is still queued: this call read one we did
 		 * not track. Unless its address now holds a newer datagram: the
 		 * read freed it and it was reused, and the newcomer is still in
-		 * `inflight` when its data-ready call has not run yet (else its
+		 * `stash` when its data-ready call has not run yet (else its
 		 * enqueue marked the slot). */
-		if (slot->skb && !slot->freed && slot->skb == next && !bpf_map_lookup_elem(&inflight, &next)) {
+		if (slot->skb && !slot->freed && slot->skb == next && !stash_find(next)) {
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 			return 0;
 		}
@@ -978,7 +1046,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 			__sync_val_compare_and_swap(&st->head, h, h + 1);
 			continue;
 		}
-		if ((__s32)(slot->end_seq - copied) > 0)
+		if ((__s32)(slot->rx.end_seq - copied) > 0)
 			break;
 		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
 			break;

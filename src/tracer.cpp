@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -21,6 +22,7 @@
 namespace netlatd {
 
 static_assert(sizeof(netlatd_packet) == 128, "ring-buffer record must stay 128 bytes");
+static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
 
 namespace {
 
@@ -68,7 +70,12 @@ struct Tracer::Impl {
   RecordFn on_record;
   int ncpus = 1;
 
+  netlatd_stash_entry *stash = nullptr;  // the `stash` map, mapped
+  size_t stash_entries = 0;
+
   ~Impl() {
+    if (stash)
+      munmap(stash, stash_entries * sizeof(netlatd_stash_entry));
     if (ring)
       ring_buffer__free(ring);
     if (skel)
@@ -150,6 +157,21 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
                   std::string("cannot attach ") + bpf_program__name(p) + ": " + errno_text(err));
     }
     links_.push_back(link);
+  }
+
+  {
+    size_t n = bpf_map__max_entries(skel->maps.stash);
+    void *p = mmap(nullptr, n * sizeof(netlatd_stash_entry), PROT_READ | PROT_WRITE, MAP_SHARED,
+                   bpf_map__fd(skel->maps.stash), 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      for (bpf_link *l : links_)
+        bpf_link__destroy(l);
+      links_.clear();
+      throw Error(ExitCode::Unavailable, "cannot map the BPF stash table: " + errno_text(err));
+    }
+    impl_->stash = static_cast<netlatd_stash_entry *>(p);
+    impl_->stash_entries = n;
   }
 
   impl_->ring = ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::handle, impl_.get(), nullptr);
@@ -238,25 +260,26 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t socket_
   SweepResult r;
   const uint64_t now = monotonic_ns();
 
-  int fd = bpf_map__fd(impl_->skel->maps.inflight);
+  // Packets that never reached a socket: free their stash entries with the
+  // same compare-and-swap the BPF side claims them with, so an entry a CPU
+  // refilled meanwhile is left alone.
+  for (size_t i = 0; i < impl_->stash_entries; i++) {
+    netlatd_stash_entry &e = impl_->stash[i];
+    uint64_t skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
+    if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
+      continue;
+    uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
+    if (!t || now <= t || now - t <= inflight_max_age_ns)
+      continue;
+    if (__atomic_compare_exchange_n(&e.skb, &skb, uint64_t{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+      r.expired_inflight++;
+  }
+
+  int fd = bpf_map__fd(impl_->skel->maps.sockets);
   std::vector<uint64_t> stale;
   uint64_t key = 0, next = 0;
-  netlatd_packet pkt{};
   bool first = true;
-  while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
-    first = false;
-    key = next;
-    if (bpf_map_lookup_elem(fd, &key, &pkt) == 0) {
-      uint64_t t = pkt.stamp_ns[NETLATD_STAMP_RECEIVE_SKB];
-      if (t && now > t && now - t > inflight_max_age_ns)
-        stale.push_back(key);
-    }
-  }
-  for (uint64_t k : stale)
-    if (bpf_map_delete_elem(fd, &k) == 0)
-      r.expired_inflight++;
-
-  fd = bpf_map__fd(impl_->skel->maps.sockets);
   std::vector<uint8_t> value(bpf_map__value_size(impl_->skel->maps.sockets));
   stale.clear();
   first = true;

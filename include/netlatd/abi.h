@@ -59,15 +59,50 @@ struct netlatd_packet {
 	__u8 _pad[11];
 };
 
+/*
+ * Packets between netif_receive_skb and their socket's queue, by skb address:
+ * a direct-mapped table of 2^NETLATD_STASH_BITS entries (map `stash`, see
+ * bpf/netlatd.bpf.c). The daemon maps it to expire entries that never reached
+ * a socket.
+ */
+#define NETLATD_STASH_BITS 13
+
+/* What netif_receive_skb learned of a packet. 40 bytes. The earlier stamps
+ * are kept as distances back from receive_ns (0 = not seen): no stage before
+ * it lasts 4 s. */
+struct netlatd_rx {
+	__u64 receive_ns;     /* NETLATD_STAMP_RECEIVE_SKB */
+	__u32 irq_before;     /* receive_ns - NETLATD_STAMP_IRQ */
+	__u32 raise_before;   /* receive_ns - NETLATD_STAMP_SOFTIRQ_RAISE */
+	__u32 softirq_before; /* receive_ns - NETLATD_STAMP_SOFTIRQ_ENTRY */
+	__u32 len;            /* bytes of L4 payload */
+	__u32 ifindex;
+	__u32 end_seq;        /* TCP: sequence number after the payload */
+	__u16 rx_cpu;
+	__u16 dport;          /* host order */
+	__u16 flags;          /* enum netlatd_packet_flags */
+	__u8 l4proto;
+	__u8 _pad;
+};
+
+/* One entry of the `stash` table. 64 bytes, one cache line. */
+struct netlatd_stash_entry {
+	__u64 skb; /* the owner's address; 0 = free, 1 = being written */
+	struct netlatd_rx rx;
+	__u64 _pad[2];
+};
+#define NETLATD_STASH_FREE 0
+#define NETLATD_STASH_BUSY 1
+
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
 	NETLATD_DROP_RINGBUF_FULL = 0,  /* bpf_ringbuf_reserve failed */
-	NETLATD_DROP_INFLIGHT_FULL,     /* tracking map full at netif_receive_skb */
+	NETLATD_DROP_INFLIGHT_FULL,     /* its stash entry was being written by another CPU */
 	NETLATD_DROP_SOCK_FIFO_FULL,    /* more than NETLATD_SOCK_FIFO_SLOTS unread on a socket */
 	NETLATD_DROP_SOCKETS_FULL,      /* too many sockets with tracked packets */
 	NETLATD_DROP_STACK_DROPPED,     /* the kernel dropped the packet (kfree_skb) */
 	NETLATD_DROP_UNTRACKED_DEQUEUE, /* a receive call returned a datagram we did not track */
-	NETLATD_DROP_UNJOINED,          /* an skb address was reused before its packet was joined */
+	NETLATD_DROP_UNJOINED,          /* its stash entry was taken by a newer packet before it was queued */
 	NETLATD_DROP_UNSEEN_READ,       /* read by a receive call whose return netlatd did not see */
 	NETLATD_DROP_COUNT
 };
