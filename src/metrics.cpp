@@ -1,14 +1,18 @@
 #include "netlatd/metrics.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <chrono>
-#include <thread>
 #include <cstring>
+#include <system_error>
 
 #include <arpa/inet.h>
-#include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 namespace netlatd {
 
@@ -189,74 +193,253 @@ ListenAddress parse_listen_address(std::string_view text) {
   return a;
 }
 
-MetricsServer::MetricsServer(std::string_view listen, Render render)
-    : address_(parse_listen_address(listen)), server_(std::make_unique<httplib::Server>()) {
-  // One worker: scrapes are rare and serialising them means `render` never
-  // runs twice at once.
-  server_->new_task_queue = [] { return new httplib::ThreadPool(1); };
-  // The worker waits up to the keep-alive timeout for another request on an
-  // idle connection and stop() waits for the worker, so these bound how long
-  // a scraper can hold up the daemon's exit. Prometheus scrapes every 15 s or
-  // so: a connection idle for a second is not worth keeping.
-  server_->set_read_timeout(1, 0);
-  server_->set_write_timeout(1, 0);
-  server_->set_keep_alive_timeout(1);
-  server_->set_keep_alive_max_count(10);
-  // httplib's default also sets SO_REUSEPORT, which would let a second daemon
-  // bind the same port and silently get half of the scrapes. SO_REUSEADDR alone
-  // still allows a quick restart while old connections sit in TIME_WAIT.
-  server_->set_socket_options([](socket_t sock) {
-    int yes = 1;
-    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
-  });
-  server_->Get("/metrics", [render = std::move(render)](const httplib::Request &, httplib::Response &res) {
-    try {
-      res.set_content(render(), "text/plain; version=0.0.4; charset=utf-8");
-    } catch (const std::exception &e) {
-      res.status = 500;
-      res.set_content(std::string("netlatd: metrics unavailable: ") + e.what() + "\n", "text/plain");
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What one connection may cost. A scrape is a request line and a few headers,
+// sent at once; nothing legitimate comes near these.
+constexpr size_t kMaxRequestHead = 8192;
+constexpr auto kRequestTimeout = std::chrono::seconds(1);   // for the whole request head to arrive
+constexpr auto kResponseTimeout = std::chrono::seconds(1);  // for the client to take the response
+constexpr auto kLingerTimeout = std::chrono::milliseconds(100);
+constexpr int kListenBacklog = 16;
+
+std::string shown_address(const ListenAddress &a) {
+  const bool v6 = a.host.find(':') != std::string::npos;
+  return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
+}
+
+// Waits until `fd` has one of `events`, an error or a hangup (the next call on
+// it reports which). false when `deadline` passes first or `stop_fd` is
+// readable (the server is stopping).
+bool wait_for(int fd, short events, int stop_fd, Clock::time_point deadline) {
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0)
+      return false;
+    pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
+    const int n = ::poll(p, 2, static_cast<int>(left));
+    if (n < 0 && errno != EINTR)
+      return false;
+    if (n > 0)
+      return p[1].revents == 0;
+  }
+}
+
+const char *reason_phrase(int status) {
+  switch (status) {
+  case 200: return "OK";
+  case 400: return "Bad Request";
+  case 404: return "Not Found";
+  case 414: return "URI Too Long";
+  case 431: return "Request Header Fields Too Large";
+  case 500: return "Internal Server Error";
+  default: return "Error";
+  }
+}
+
+// The path of an origin-form request target ("/metrics?x=1" -> "/metrics"),
+// %XX escapes decoded, as clients may escape any character; "" when malformed.
+std::string target_path(std::string_view target) {
+  target = target.substr(0, target.find_first_of("?#"));
+  std::string path;
+  for (size_t i = 0; i < target.size(); ++i) {
+    if (target[i] != '%') {
+      path.push_back(target[i]);
+      continue;
     }
-  });
-
-  const std::string shown = (address_.host.find(':') != std::string::npos ? "[" + address_.host + "]" : address_.host) +
-                            ":" + std::to_string(address_.port);
-  errno = 0;
-  bool bound;
-  if (address_.port == 0) {
-    const int port = server_->bind_to_any_port(address_.host);
-    bound = port > 0;
-    if (bound)
-      address_.port = static_cast<uint16_t>(port);
-  } else {
-    bound = server_->bind_to_port(address_.host, address_.port);
+    unsigned value = 0;
+    const char *first = target.data() + i + 1;
+    if (i + 2 >= target.size() || std::from_chars(first, first + 2, value, 16).ptr != first + 2)
+      return "";
+    path.push_back(static_cast<char>(value));
+    i += 2;
   }
-  if (!bound) {
-    const int err = errno;
-    throw MetricsError("cannot listen on " + shown + (err ? std::string(": ") + std::strerror(err) : std::string()));
-  }
+  return path;
+}
 
-  thread_ = std::thread([this] {
-    server_->listen_after_bind();
-    thread_done_ = true;
-  });
-  // httplib's stop() only acts once the listen loop runs; wait for it so a
-  // stop() right after construction cannot leave the thread listening forever.
-  // listen_after_bind() either sets is_running() at once or returns, so this ends.
-  while (!server_->is_running() && !thread_done_)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  if (!server_->is_running()) {
+// Sends all of `data` unless the client stops taking it for kResponseTimeout
+// or the server stops. `fd` is non-blocking.
+void send_all(int fd, std::string_view data, int stop_fd) {
+  const auto deadline = Clock::now() + kResponseTimeout;
+  while (!data.empty()) {
+    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
+    if (n >= 0) {
+      data.remove_prefix(static_cast<size_t>(n));
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      if (!wait_for(fd, POLLOUT, stop_fd, deadline))
+        return;
+    } else if (errno != EINTR) {
+      return;  // the client went away
+    }
+  }
+}
+
+void respond(int fd, int stop_fd, int status, std::string_view content_type, std::string_view body,
+             bool head_only) {
+  std::string out;
+  out.reserve(160 + (head_only ? 0 : body.size()));
+  out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ").append(reason_phrase(status)).append("\r\n");
+  if (!content_type.empty())
+    out.append("Content-Type: ").append(content_type).append("\r\n");
+  out.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
+  out.append("Connection: close\r\n\r\n");
+  if (!head_only)
+    out.append(body);
+  send_all(fd, out, stop_fd);
+  // Closing with unread bytes would reset the connection, and a reset can
+  // destroy the response before the client reads it: say we are done, and
+  // read what the client still sends until it closes too (briefly).
+  ::shutdown(fd, SHUT_WR);
+  const auto deadline = Clock::now() + kLingerTimeout;
+  char discard[512];
+  while (wait_for(fd, POLLIN, stop_fd, deadline)) {
+    const ssize_t n = ::recv(fd, discard, sizeof(discard), 0);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+      break;
+  }
+}
+
+}  // namespace
+
+MetricsServer::MetricsServer(std::string_view listen, Render render)
+    : address_(parse_listen_address(listen)), render_(std::move(render)) {
+  const std::string shown = shown_address(address_);
+  auto fail = [&](int err) {
     stop();
-    throw MetricsError("cannot listen on " + shown + ": the server thread did not start");
+    return MetricsError("cannot listen on " + shown + ": " + std::strerror(err));
+  };
+
+  sockaddr_in v4{};
+  sockaddr_in6 v6{};
+  const bool is_v6 = address_.host.find(':') != std::string::npos;
+  if (is_v6) {
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(address_.port);
+    inet_pton(AF_INET6, address_.host.c_str(), &v6.sin6_addr);  // validated by parse_listen_address
+  } else {
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(address_.port);
+    inet_pton(AF_INET, address_.host.c_str(), &v4.sin_addr);
+  }
+  sockaddr *const sa = is_v6 ? reinterpret_cast<sockaddr *>(&v6) : reinterpret_cast<sockaddr *>(&v4);
+  socklen_t sa_len = is_v6 ? sizeof(v6) : sizeof(v4);
+
+  listen_fd_ = ::socket(is_v6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0)
+    throw fail(errno);
+  // SO_REUSEADDR lets a restarted daemon bind while the old one's connections
+  // sit in TIME_WAIT. Never SO_REUSEPORT: it would let a second daemon bind the
+  // same port and silently get half of the scrapes.
+  const int yes = 1, no = 0;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  // [::] takes IPv4 too, whatever net.ipv6.bindv6only says.
+  if (is_v6)
+    ::setsockopt(listen_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &no, sizeof(no));
+  if (::bind(listen_fd_, sa, sa_len) != 0 || ::listen(listen_fd_, kListenBacklog) != 0)
+    throw fail(errno);
+  if (address_.port == 0) {
+    if (::getsockname(listen_fd_, sa, &sa_len) != 0)
+      throw fail(errno);
+    address_.port = ntohs(is_v6 ? v6.sin6_port : v4.sin_port);
+  }
+
+  stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (stop_fd_ < 0)
+    throw fail(errno);
+  try {
+    thread_ = std::thread([this] { serve(); });
+  } catch (const std::system_error &e) {
+    throw fail(e.code().value());
   }
 }
 
 MetricsServer::~MetricsServer() { stop(); }
 
 void MetricsServer::stop() {
-  if (!thread_.joinable())
+  if (thread_.joinable()) {
+    eventfd_write(stop_fd_, 1);
+    thread_.join();
+  }
+  for (int *fd : {&listen_fd_, &stop_fd_}) {
+    if (*fd >= 0)
+      ::close(*fd);
+    *fd = -1;
+  }
+}
+
+void MetricsServer::serve() {
+  for (;;) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
+    if (::poll(p, 2, -1) < 0 && errno != EINTR)
+      return;
+    if (p[1].revents != 0)
+      return;
+    if (p[0].revents == 0)
+      continue;
+    const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (connection < 0) {
+      // Out of descriptors or memory: the connection stays queued and poll()
+      // would return at once, so back off rather than spin.
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        pollfd s{stop_fd_, POLLIN, 0};
+        if (::poll(&s, 1, 100) > 0)
+          return;
+      }
+      continue;
+    }
+    try {
+      answer(connection);
+    } catch (const std::exception &) {
+      // Out of memory building a response: this scrape fails, the daemon goes on.
+    }
+    ::close(connection);
+  }
+}
+
+void MetricsServer::answer(int connection) {
+  const auto deadline = Clock::now() + kRequestTimeout;
+  std::string head;
+  char buf[1024];
+  // Until the empty line that ends the head (CRLF, or bare LF from lenient clients).
+  while (head.find("\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
+    if (head.size() >= kMaxRequestHead) {
+      respond(connection, stop_fd_, head.find('\n') == std::string::npos ? 414 : 431, "", "", false);
+      return;
+    }
+    if (!wait_for(connection, POLLIN, stop_fd_, deadline))
+      return;  // too slow, or the server is stopping: close without a word
+    const ssize_t n = ::recv(connection, buf, std::min(sizeof(buf), kMaxRequestHead - head.size()), 0);
+    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
+      return;  // the client went away
+    if (n > 0)
+      head.append(buf, static_cast<size_t>(n));
+  }
+
+  // Request line: METHOD SP TARGET SP HTTP/1.x
+  const std::string_view line = std::string_view(head).substr(0, head.find('\n'));
+  const auto sp1 = line.find(' ');
+  const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0) {
+    respond(connection, stop_fd_, 400, "", "", false);
     return;
-  server_->stop();
-  thread_.join();
+  }
+  const std::string_view method = line.substr(0, sp1);
+  const bool get = method == "GET", head_only = method == "HEAD";
+  if (!(get || head_only) || target_path(line.substr(sp1 + 1, sp2 - sp1 - 1)) != "/metrics") {
+    respond(connection, stop_fd_, 404, "", "", head_only);
+    return;
+  }
+  std::string body;
+  try {
+    body = render_();
+  } catch (const std::exception &e) {
+    respond(connection, stop_fd_, 500, "text/plain",
+            std::string("netlatd: metrics unavailable: ") + e.what() + "\n", head_only);
+    return;
+  }
+  respond(connection, stop_fd_, 200, "text/plain; version=0.0.4; charset=utf-8", body, head_only);
 }
 
 }  // namespace netlatd

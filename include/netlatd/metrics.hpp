@@ -3,7 +3,6 @@
 // format 0.0.4 of the daemon's cumulative counters and per-stage histograms.
 // The JSON lines stay the primary output; this is for dashboards and alerts.
 #include <array>
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -16,10 +15,6 @@
 
 #include "netlatd/histogram.hpp"
 #include "netlatd/stages.hpp"
-
-namespace httplib {
-class Server;
-}
 
 namespace netlatd {
 
@@ -69,10 +64,16 @@ class MetricsError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// Serves GET /metrics (404 for anything else) on its own thread.
+// Serves GET (and HEAD) /metrics, 404 for anything else, on its own thread.
+// A plain HTTP/1.1 responder of our own rather than a library: the endpoint
+// needs one route and no TLS, and the HTTP libraries Debian ships either link
+// OpenSSL (cpp-httplib: +3.4 MiB of RSS, a sixth of the daemon's budget) or
+// lack IPv6 (civetweb). One connection at a time, one request per connection
+// (`Connection: close`), a request head of at most 8 KiB that must arrive
+// within a second: a scraper cannot hold the daemon up for longer than that.
 //
-// `render` is called on the server's single worker thread, one scrape at a
-// time, concurrently with the daemon's main loop. It must not touch live
+// `render` is called on the server's thread, one scrape at a time,
+// concurrently with the daemon's main loop. It must not touch live
 // aggregation state: the daemon keeps a MetricsSnapshot under a mutex, updates
 // it once per interval, and `render` copies/renders it under that mutex.
 // An exception from `render` becomes a 500 response.
@@ -82,23 +83,30 @@ public:
 
   // Binds before returning; throws std::invalid_argument for a malformed
   // address and MetricsError ("cannot listen on 127.0.0.1:9464: Address already
-  // in use") when the socket cannot be bound.
+  // in use") when the socket cannot be bound. SO_REUSEADDR (a restart while old
+  // connections sit in TIME_WAIT) but not SO_REUSEPORT: a second daemon on the
+  // same port fails instead of silently getting half of the scrapes.
   MetricsServer(std::string_view listen, Render render);
   ~MetricsServer();
   MetricsServer(const MetricsServer &) = delete;
   MetricsServer &operator=(const MetricsServer &) = delete;
 
-  // Stops accepting, finishes the scrape in progress, joins the thread. Idempotent.
+  // Stops accepting, abandons a connection still waiting on its client, joins
+  // the thread, releases the port. Idempotent.
   void stop();
 
   const std::string &host() const noexcept { return address_.host; }
   uint16_t port() const noexcept { return address_.port; }  // the bound port, also for port 0
 
 private:
+  void serve();
+  void answer(int connection);
+
   ListenAddress address_;
-  std::unique_ptr<httplib::Server> server_;
+  Render render_;
+  int listen_fd_ = -1;
+  int stop_fd_ = -1;  // eventfd: stop() wakes the thread from any wait
   std::thread thread_;
-  std::atomic<bool> thread_done_{false};
 };
 
 }  // namespace netlatd

@@ -24,9 +24,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
-#include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "http_get.hpp"
 #include "net_fixture.hpp"
 #include "netlatd/version.hpp"
 #include "process.hpp"
@@ -171,10 +171,7 @@ double sample(const std::string &page, const std::string &series) {
 }
 
 std::string scrape(uint16_t port) {
-  httplib::Client c("127.0.0.1", port);
-  c.set_connection_timeout(2, 0);
-  c.set_read_timeout(2, 0);
-  auto res = c.Get("/metrics");
+  auto res = http_request("127.0.0.1", port, "GET", "/metrics", 2000);
   if (!res || res->status != 200)
     return "";
   return res->body;
@@ -630,9 +627,7 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
   REQUIRE(nl->wait(3000));
   CHECK(nl->exit().code == 0);
   // The port is released with the daemon.
-  httplib::Client after("127.0.0.1", metrics_port);
-  after.set_connection_timeout(1, 0);
-  CHECK_FALSE(after.Get("/metrics"));
+  CHECK_FALSE(http_request("127.0.0.1", metrics_port, "GET", "/metrics", 1000));
 }
 
 TEST_CASE("metrics endpoint: a port in use exits 70 with one line and nothing attached", "[service][metrics]") {

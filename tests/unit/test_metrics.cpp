@@ -1,9 +1,10 @@
 // Prometheus exposition and the /metrics endpoint. The server test is a real
-// HTTP scrape over 127.0.0.1 on an ephemeral port.
+// HTTP scrape over 127.0.0.1 (and ::1) on an ephemeral port.
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -12,10 +13,14 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include "http_get.hpp"
 #include "netlatd/metrics.hpp"
 
 using netlatd::MetricsSnapshot;
@@ -242,37 +247,95 @@ TEST_CASE("MetricsServer serves /metrics over real HTTP", "[metrics]") {
   REQUIRE(server.port() != 0);
   CHECK(server.host() == "127.0.0.1");
 
-  httplib::Client client("127.0.0.1", server.port());
-  client.set_connection_timeout(5, 0);
-  client.set_read_timeout(5, 0);
-
-  auto res = client.Get("/metrics");
+  auto res = nltest::http_request("127.0.0.1", server.port(), "GET", "/metrics");
   REQUIRE(res);
   CHECK(res->status == 200);
-  CHECK_THAT(res->get_header_value("Content-Type"), Catch::Matchers::StartsWith("text/plain; version=0.0.4"));
+  CHECK_THAT(res->header("content-type"), Catch::Matchers::StartsWith("text/plain; version=0.0.4"));
   CHECK(res->body == netlatd::render_prometheus(snapshot));
   CHECK(scrapes == 1);
 
-  res = client.Get("/");
+  res = nltest::http_request("127.0.0.1", server.port(), "GET", "/");
   REQUIRE(res);
   CHECK(res->status == 404);
-  res = client.Get("/metricsx");
+  res = nltest::http_request("127.0.0.1", server.port(), "GET", "/metricsx");
+  REQUIRE(res);
+  CHECK(res->status == 404);
+  res = nltest::http_request("127.0.0.1", server.port(), "POST", "/metrics");
   REQUIRE(res);
   CHECK(res->status == 404);
   CHECK(scrapes == 1);
+  // HEAD: the headers of a scrape, no body.
+  res = nltest::http_request("127.0.0.1", server.port(), "HEAD", "/metrics");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(res->header("content-length") == std::to_string(netlatd::render_prometheus(snapshot).size()));
+  CHECK(res->body.empty());
+  // A query string is not part of the path.
+  res = nltest::http_request("127.0.0.1", server.port(), "GET", "/metrics?name[]=x");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(scrapes == 3);
 
   server.stop();
   server.stop();  // idempotent
-  httplib::Client after("127.0.0.1", server.port());
-  after.set_connection_timeout(1, 0);
-  CHECK_FALSE(after.Get("/metrics"));
+  CHECK_FALSE(nltest::http_request("127.0.0.1", server.port(), "GET", "/metrics", 1000));
+}
+
+TEST_CASE("MetricsServer listens on IPv6", "[metrics]") {
+  // lo has ::1 unless IPv6 is disabled on this host.
+  const int probe = socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in6 a{};
+  a.sin6_family = AF_INET6;
+  a.sin6_addr = in6addr_loopback;
+  const bool have_v6 = probe >= 0 && bind(probe, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0;
+  if (probe >= 0)
+    close(probe);
+  if (!have_v6)
+    SKIP("no IPv6 loopback address (::1) on this host");
+
+  netlatd::MetricsServer server("[::1]:0", [] { return std::string("netlatd_up 1\n"); });
+  REQUIRE(server.port() != 0);
+  CHECK(server.host() == "::1");
+  auto res = nltest::http_request("::1", server.port(), "GET", "/metrics");
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(res->body == "netlatd_up 1\n");
+  // Only ::1 is bound: the same port on 127.0.0.1 is refused.
+  CHECK_FALSE(nltest::http_request("127.0.0.1", server.port(), "GET", "/metrics", 1000));
+}
+
+TEST_CASE("MetricsServer: a client that never sends its request holds nothing up", "[metrics]") {
+  netlatd::MetricsServer server("127.0.0.1:0", [] { return std::string("netlatd_up 1\n"); });
+  auto connect_silent = [&] {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(server.port());
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0);
+    return fd;
+  };
+  // The server gives a silent connection 1 s, then serves the next one.
+  const int silent = connect_silent();
+  auto t = std::chrono::steady_clock::now();
+  auto res = nltest::http_request("127.0.0.1", server.port(), "GET", "/metrics", 5000);
+  REQUIRE(res);
+  CHECK(res->status == 200);
+  CHECK(std::chrono::steady_clock::now() - t < std::chrono::milliseconds(2500));
+  close(silent);
+
+  // stop() does not wait for a silent client either.
+  const int held = connect_silent();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // accepted, waiting for the request
+  t = std::chrono::steady_clock::now();
+  server.stop();
+  CHECK(std::chrono::steady_clock::now() - t < std::chrono::milliseconds(500));
+  close(held);
 }
 
 TEST_CASE("MetricsServer: render failure is a 500, busy port is a clear error", "[metrics]") {
   netlatd::MetricsServer failing("127.0.0.1:0", []() -> std::string { throw std::runtime_error("no snapshot yet"); });
-  httplib::Client client("127.0.0.1", failing.port());
-  client.set_read_timeout(5, 0);
-  auto res = client.Get("/metrics");
+  auto res = nltest::http_request("127.0.0.1", failing.port(), "GET", "/metrics");
   REQUIRE(res);
   CHECK(res->status == 500);
   CHECK_THAT(res->body, Catch::Matchers::ContainsSubstring("no snapshot yet"));
