@@ -65,9 +65,8 @@ struct sock_fifo_slot {
 	__u32 queue_after;     /* the enqueue, after rx.receive_ns */
 	__u32 wake_after;      /* the reader's waking, after rx.receive_ns; 0 = none */
 	__u32 seq;             /* index + 1 once the slot is published */
-	__u8 freed;            /* UDP: its skb's address was queued again, so this one was read */
 	__u8 dead;             /* lost the race to move its packet: readers skip it */
-	__u16 _pad;
+	__u8 _pad[3];
 };
 _Static_assert(sizeof(struct sock_fifo_slot) == 64, "a FIFO slot is one cache line");
 
@@ -83,23 +82,15 @@ struct read_view {
 	__u64 name[2];   /* comm */
 	__u32 cpu;
 	__u32 _pad;
+	__u64 _pad2;
 };
 
 struct sock_fifo {
-	__u32 head;     /* next slot to pop */
-	__u32 tail;     /* next slot to fill */
-	__u64 last_ns;  /* last activity, for the daemon's sweep of closed sockets */
-	__u8 l4proto;
-	__u8 _pad[3];
-	/* A UDP read returned while its datagram's slot (pend_idx) was still
-	 * being published: whichever of the reader and the publisher clears
-	 * pend_flag emits the record, with the reader's view. */
-	__u32 pend_flag;
-	__u32 pend_idx;
-	__u32 _pad2;
-	struct read_view pend;
+	struct netlatd_fifo_hdr h;  /* indices, on a producers' and a readers' cache line */
+	struct read_view pend;      /* the reader's view while pend_flag is set */
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
+_Static_assert(sizeof(struct netlatd_fifo_hdr) == 128, "producers' and readers' lines");
 
 /* TCP segments by flow and sequence: a segment that arrives while the reader
  * holds the socket lock can be coalesced into the backlog's tail skb
@@ -489,7 +480,7 @@ static __always_inline struct sock_fifo *fifo_get(__u64 sk_key, __u8 l4proto, bo
 	}
 	st = bpf_map_lookup_elem(&sockets, &sk_key);
 	if (st)
-		st->l4proto = l4proto;
+		st->h.l4proto = l4proto;
 	return st;
 }
 
@@ -516,17 +507,21 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 		return 0;
 	}
 	/* Two producers (CPUs) may race for one socket: reserve with an atomic
-	 * and publish the slot last. The margin of 2 covers that race. */
-	if (st->tail - st->head >= NETLATD_SOCK_FIFO_SLOTS - 2) {
-		if (stash_claim(e, skb_key))
-			COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
-		return 0;
+	 * and publish the slot last. The margin of 2 covers that race. The
+	 * readers' head is read only when the last look at it says full. */
+	if (st->h.tail - st->h.head_seen >= NETLATD_SOCK_FIFO_SLOTS - 2) {
+		st->h.head_seen = st->h.head;
+		if (st->h.tail - st->h.head_seen >= NETLATD_SOCK_FIFO_SLOTS - 2) {
+			if (stash_claim(e, skb_key))
+				COUNT(drops, NETLATD_DROP_SOCK_FIFO_FULL);
+			return 0;
+		}
 	}
 	/* Data-ready calls on two CPUs can both find the packet. Each reserves
 	 * a slot first, then the one whose claim succeeds fills it and the
 	 * other publishes its slot as dead, which readers skip: so a CPU that
 	 * moves X then Y can never put Y ahead of X, whoever wins each. */
-	__u32 idx = __sync_fetch_and_add(&st->tail, 1);
+	__u32 idx = __sync_fetch_and_add(&st->h.tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 	__builtin_memcpy(&slot->rx, &e->rx, sizeof(slot->rx));
 	if (!stash_claim(e, skb_key)) {
@@ -539,19 +534,13 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	slot->queue_after = before(now, slot->rx.receive_ns);
 	slot->wake_after = 0;
 	slot->skb = skb_key;
-	slot->freed = 0;
-	/* The oldest datagram's skb freed by the read now being returned and
-	 * already reused for this one: its receive return must not take this
-	 * datagram, at the same address, for it. */
-	struct sock_fifo_slot *oldest = &st->slots[st->head & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-	if (oldest != slot && oldest->skb == skb_key)
-		oldest->freed = 1;
 	slot->seq = idx + 1;
-	st->last_ns = now;
+	st->h.queued_ns = now;
 	COUNT(counters, NETLATD_CNT_QUEUED);
 	/* A reader already returned this datagram while it was being published. */
-	if (st->pend_flag && st->pend_idx == idx && __sync_val_compare_and_swap(&st->pend_flag, 1, 0) == 1 &&
-	    __sync_val_compare_and_swap(&st->head, idx, idx + 1) == idx) {
+	if (st->h.pend_flag && st->h.pend_idx == idx &&
+	    __sync_val_compare_and_swap(&st->h.pend_flag, 1, 0) == 1 &&
+	    __sync_val_compare_and_swap(&st->h.head, idx, idx + 1) == idx) {
 		struct read_view v;
 		__builtin_memcpy(&v, &st->pend, sizeof(v));
 		emit_view(slot, &v);
@@ -926,17 +915,35 @@ static __always_inline __u64 udp_next_skb(struct sock *sk)
 	return 0;
 }
 
+/* Whether skb address `skb`, held by the oldest slot h, is also in one of the
+ * newest slots: the datagram of slot h was read, its skb freed and reused
+ * for a datagram queued since. Reuse is quick (per-CPU caches), so looking at
+ * the last few slots is enough. */
+#define REUSE_LOOK_BACK 4
+static __always_inline bool queued_again(struct sock_fifo *st, __u32 h, __u64 skb)
+{
+	__u32 tail = st->h.tail;
+	for (__u32 i = 1; i <= REUSE_LOOK_BACK; i++) {
+		__u32 n = tail - i;
+		if ((__s32)(n - h) <= 0)
+			return false;
+		struct sock_fifo_slot *slot = &st->slots[n & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (slot->seq == n + 1 && slot->skb == skb)
+			return true;
+	}
+	return false;
+}
+
 /* Drops the dead slots (see fifo_push) at the head of a FIFO. */
 static __always_inline void skip_dead(struct sock_fifo *st)
 {
 	for (int i = 0; i < 4; i++) {
-		__u32 h = st->head;
-		if (h == st->tail)
-			return;
+		__u32 h = st->h.head;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		/* Not published (or empty): not known dead. */
 		if (slot->seq != h + 1 || !slot->dead)
 			return;
-		__sync_val_compare_and_swap(&st->head, h, h + 1);
+		__sync_val_compare_and_swap(&st->h.head, h, h + 1);
 	}
 }
 
@@ -956,10 +963,10 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
-	st->last_ns = now;
+	st->h.read_ns = now;
 	skip_dead(st);
 
-	if (st->l4proto == IPPROTO_UDP) {
+	if (st->h.l4proto == IPPROTO_UDP) {
 		/* Where the receive return is an fexit, skb_consume_udp (fentry)
 		 * named the datagram this call read: pop up to its slot. Slots
 		 * before it were read by calls the fexit did not see (one in
@@ -970,15 +977,13 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		if (cs && cs->consumed_tid == (__u32)pid_tgid && cs->consumed_skb) {
 			__u64 consumed = cs->consumed_skb;
 			cs->consumed_skb = 0;
-			__u32 h0 = st->head;
+			__u32 h0 = st->h.head;
 			__u32 found = 0;
 			for (__u32 i = 0; i < UDP_POP_MAX; i++) {
 				__u32 h = h0 + i;
-				if (h == st->tail)
-					break;
 				struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 				if (slot->seq != h + 1)
-					break; /* not published yet */
+					break; /* not published yet, or past the tail */
 				if (slot->skb == consumed) {
 					found = i + 1;
 					break;
@@ -988,7 +993,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 				return 0;
 			}
-			if (__sync_val_compare_and_swap(&st->head, h0, h0 + found) != h0)
+			if (__sync_val_compare_and_swap(&st->h.head, h0, h0 + found) != h0)
 				return 0; /* another thread of the reader popped */
 			for (__u32 i = 0; i + 1 < found && i < UDP_POP_MAX; i++)
 				COUNT(drops, NETLATD_DROP_UNSEEN_READ);
@@ -998,20 +1003,21 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		/* An empty FIFO, or its oldest slot still being published: this
 		 * call read a datagram netlatd has not moved into the FIFO (the
 		 * reader was quicker than the data-ready call). */
-		__u32 h = st->head;
+		__u32 h = st->h.head;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-		if (h == st->tail) {
-			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
-			return 0;
-		}
 		if (slot->seq != h + 1) {
+			/* The producers' line is read only here. */
+			if (h == st->h.tail) {
+				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				return 0;
+			}
 			/* Reserved, not yet published: hand the record over to the
 			 * publisher, or emit it here if it has just finished. */
 			read_view_here(&st->pend, now, pid_tgid);
-			st->pend_idx = h;
-			__sync_lock_test_and_set(&st->pend_flag, 1);
-			if (slot->seq == h + 1 && __sync_val_compare_and_swap(&st->pend_flag, 1, 0) == 1 &&
-			    !slot->dead && __sync_val_compare_and_swap(&st->head, h, h + 1) == h)
+			st->h.pend_idx = h;
+			__sync_lock_test_and_set(&st->h.pend_flag, 1);
+			if (slot->seq == h + 1 && __sync_val_compare_and_swap(&st->h.pend_flag, 1, 0) == 1 &&
+			    !slot->dead && __sync_val_compare_and_swap(&st->h.head, h, h + 1) == h)
 				emit(slot, now, pid_tgid);
 			return 0;
 		}
@@ -1021,13 +1027,13 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		/* Our oldest datagram is still queued: this call read one we did
 		 * not track. Unless its address now holds a newer datagram: the
 		 * read freed it and it was reused, and the newcomer is still in
-		 * `stash` when its data-ready call has not run yet (else its
-		 * enqueue marked the slot). */
-		if (slot->skb && !slot->freed && slot->skb == next && !stash_find(next)) {
+		 * `stash` (its data-ready call has not run yet) or already in one
+		 * of the newest slots. */
+		if (slot->skb && slot->skb == next && !stash_find(next) && !queued_again(st, h, next)) {
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 			return 0;
 		}
-		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
+		if (__sync_val_compare_and_swap(&st->h.head, h, h + 1) != h)
 			return 0; /* another thread of the reader popped it */
 		emit(slot, now, pid_tgid);
 		return 0;
@@ -1036,19 +1042,17 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	/* TCP: every queued segment that ends at or below copied_seq has been read. */
 	__u32 copied = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
 	for (int i = 0; i < TCP_POP_MAX; i++) {
-		__u32 h = st->head;
-		if (h == st->tail)
-			break;
+		__u32 h = st->h.head;
 		struct sock_fifo_slot *slot = &st->slots[h & (NETLATD_SOCK_FIFO_SLOTS - 1)];
 		if (slot->seq != h + 1)
-			break;
+			break; /* empty, or not published yet */
 		if (slot->dead) {
-			__sync_val_compare_and_swap(&st->head, h, h + 1);
+			__sync_val_compare_and_swap(&st->h.head, h, h + 1);
 			continue;
 		}
 		if ((__s32)(slot->rx.end_seq - copied) > 0)
 			break;
-		if (__sync_val_compare_and_swap(&st->head, h, h + 1) != h)
+		if (__sync_val_compare_and_swap(&st->h.head, h, h + 1) != h)
 			break;
 		emit(slot, now, pid_tgid);
 	}

@@ -7,7 +7,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
 #include <cstdarg>
 #include <cstring>
 #include <mutex>
@@ -23,6 +25,8 @@ namespace netlatd {
 
 static_assert(sizeof(netlatd_packet) == 128, "ring-buffer record must stay 128 bytes");
 static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
+static_assert(sizeof(netlatd_fifo_hdr) == 128 && offsetof(netlatd_fifo_hdr, head) == 64,
+              "producers and readers of a FIFO write separate cache lines");
 
 namespace {
 
@@ -288,12 +292,11 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t socket_
     key = next;
     if (bpf_map_lookup_elem(fd, &key, value.data()) != 0)
       continue;
-    // struct sock_fifo starts with u32 head, u32 tail, u64 last_ns.
-    uint32_t head, tail;
-    uint64_t last;
-    std::memcpy(&head, value.data(), 4);
-    std::memcpy(&tail, value.data() + 4, 4);
-    std::memcpy(&last, value.data() + 8, 8);
+    // A FIFO starts with struct netlatd_fifo_hdr.
+    netlatd_fifo_hdr hdr;
+    std::memcpy(&hdr, value.data(), sizeof(hdr));
+    const uint32_t head = hdr.head, tail = hdr.tail;
+    const uint64_t last = std::max(hdr.queued_ns, hdr.read_ns);
     if (last && now > last && now - last > socket_max_age_ns) {
       stale.push_back(key);
       r.expired_unread += tail - head;

@@ -94,6 +94,32 @@ struct netlatd_stash_entry {
 #define NETLATD_STASH_FREE 0
 #define NETLATD_STASH_BUSY 1
 
+/*
+ * The start of a socket's FIFO (a value of the `sockets` map), as the
+ * daemon's sweep of closed sockets reads it. Producers (enqueues) and readers
+ * (receive returns) run on different CPUs and each write only their own
+ * cache line; a producer reads the readers' line only when the FIFO looks
+ * full by its last look at the head.
+ */
+struct netlatd_fifo_hdr {
+	/* Written by producers. */
+	__u32 tail;       /* next slot to fill */
+	__u32 head_seen;  /* the head at a producer's last look */
+	__u64 queued_ns;  /* last enqueue */
+	/* A read returned while its datagram's slot (pend_idx) was still being
+	 * published: whichever of the reader and the publisher clears pend_flag
+	 * emits the record. Set by a reader, rarely; checked by every push. */
+	__u32 pend_flag;
+	__u32 pend_idx;
+	__u8 l4proto;
+	__u8 _pad1[39];
+	/* Written by readers. */
+	__u32 head;       /* next slot to pop */
+	__u32 _pad2;
+	__u64 read_ns;    /* last receive return */
+	__u8 _pad3[48];
+};
+
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
 	NETLATD_DROP_RINGBUF_FULL = 0,  /* bpf_ringbuf_reserve failed */
