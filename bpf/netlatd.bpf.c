@@ -85,12 +85,24 @@ struct read_view {
 	__u64 _pad2;
 };
 
-struct sock_fifo {
+/* A socket's FIFO, placed on a 64-byte boundary in memory (see sock_fifo). */
+struct fifo {
 	struct netlatd_fifo_hdr h;  /* indices, on a producers' and a readers' cache line */
 	struct read_view pend;      /* the reader's view while pend_flag is set */
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
 _Static_assert(sizeof(struct netlatd_fifo_hdr) == 128, "producers' and readers' lines");
+_Static_assert(sizeof(struct read_view) == 64, "the slots start on a line");
+
+/* A value of `sockets`. A hash map value is 8-byte aligned: its 64-byte
+ * slots would each straddle two cache lines, and a producer's slot would share
+ * one with the slot the reader is on. So the FIFO sits at the first 64-byte
+ * boundary past the first 8 bytes, which say where (for the daemon's sweep). */
+struct sock_fifo {
+	__u32 fifo_off;  /* NETLATD_FIFO_OFF_MIN..+56: where struct fifo starts */
+	__u32 _pad;
+	__u8 raw[56 + sizeof(struct fifo)];
+};
 
 /* TCP segments by flow and sequence: a segment that arrives while the reader
  * holds the socket lock can be coalesced into the backlog's tail skb
@@ -464,23 +476,41 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 
 /* ---- enqueue on the socket ---------------------------------------------------- */
 
-static __always_inline struct sock_fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool create)
+/* The aligned FIFO in a `sockets` value: computed from the value's address,
+ * which does not move while the entry lives. */
+static __always_inline struct fifo *fifo_at(struct sock_fifo *v, __u32 *off_out)
 {
-	struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
-	if (st || !create)
-		return st;
+	/* Values are 8-byte aligned: masking with 0x38 rather than 63 changes
+	 * nothing but tells the verifier the offset is a multiple of 8, which
+	 * atomic operations need. */
+	__u32 lo = ptr_low32((__u64)v);
+	__u32 off = NETLATD_FIFO_OFF_MIN + ((64 - ((lo + NETLATD_FIFO_OFF_MIN) & 0x38)) & 0x38);
+	if (off_out)
+		*off_out = off;
+	return (struct fifo *)((void *)v + off);
+}
+
+static __always_inline struct fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool create)
+{
+	struct sock_fifo *v = bpf_map_lookup_elem(&sockets, &sk_key);
+	if (v || !create)
+		return v ? fifo_at(v, 0) : 0;
 	__u32 zero = 0;
 	struct sock_fifo *z = bpf_map_lookup_elem(&zero_fifo, &zero);
 	if (!z)
 		return 0;
-	if (bpf_map_update_elem(&sockets, &sk_key, z, BPF_NOEXIST) && 
+	if (bpf_map_update_elem(&sockets, &sk_key, z, BPF_NOEXIST) &&
 	    !bpf_map_lookup_elem(&sockets, &sk_key)) {
 		COUNT(drops, NETLATD_DROP_SOCKETS_FULL);
 		return 0;
 	}
-	st = bpf_map_lookup_elem(&sockets, &sk_key);
-	if (st)
-		st->h.l4proto = l4proto;
+	v = bpf_map_lookup_elem(&sockets, &sk_key);
+	if (!v)
+		return 0;
+	__u32 off;
+	struct fifo *st = fifo_at(v, &off);
+	v->fifo_off = off;
+	st->h.l4proto = l4proto;
 	return st;
 }
 
@@ -501,7 +531,7 @@ static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct 
  * once). */
 static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_stash_entry *e, __u64 now)
 {
-	struct sock_fifo *st = fifo_get(sk_key, e->rx.l4proto, true);
+	struct fifo *st = fifo_get(sk_key, e->rx.l4proto, true);
 	if (!st) {
 		stash_claim(e, skb_key);
 		return 0;
@@ -523,15 +553,20 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	 * moves X then Y can never put Y ahead of X, whoever wins each. */
 	__u32 idx = __sync_fetch_and_add(&st->h.tail, 1);
 	struct sock_fifo_slot *slot = &st->slots[idx & (NETLATD_SOCK_FIFO_SLOTS - 1)];
-	__builtin_memcpy(&slot->rx, &e->rx, sizeof(slot->rx));
+	/* The entry is read before the claim (a newer packet may take it after)
+	 * and the slot written after: the slot's line was last read by the
+	 * reader's CPU, and a locked instruction waits for earlier stores. */
+	struct netlatd_rx rx;
+	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
 	if (!stash_claim(e, skb_key)) {
 		slot->skb = 0;
 		slot->dead = 1;
 		slot->seq = idx + 1;
 		return 0;
 	}
+	__builtin_memcpy(&slot->rx, &rx, sizeof(rx));
 	slot->dead = 0;
-	slot->queue_after = before(now, slot->rx.receive_ns);
+	slot->queue_after = before(now, rx.receive_ns);
 	slot->wake_after = 0;
 	slot->skb = skb_key;
 	slot->seq = idx + 1;
@@ -781,8 +816,7 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 	cs->wake_hint_ts = 0;
 	if (now - hint > 10000000)
 		return 0;
-	__u64 sk_key = cs->wake_hint_sk;
-	struct sock_fifo *st = bpf_map_lookup_elem(&sockets, &sk_key);
+	struct fifo *st = fifo_get(cs->wake_hint_sk, 0, false);
 	if (!st)
 		return 0;
 	__u32 idx = cs->wake_hint_idx;
@@ -920,7 +954,7 @@ static __always_inline __u64 udp_next_skb(struct sock *sk)
  * for a datagram queued since. Reuse is quick (per-CPU caches), so looking at
  * the last few slots is enough. */
 #define REUSE_LOOK_BACK 4
-static __always_inline bool queued_again(struct sock_fifo *st, __u32 h, __u64 skb)
+static __always_inline bool queued_again(struct fifo *st, __u32 h, __u64 skb)
 {
 	__u32 tail = st->h.tail;
 	for (__u32 i = 1; i <= REUSE_LOOK_BACK; i++) {
@@ -935,7 +969,7 @@ static __always_inline bool queued_again(struct sock_fifo *st, __u32 h, __u64 sk
 }
 
 /* Drops the dead slots (see fifo_push) at the head of a FIFO. */
-static __always_inline void skip_dead(struct sock_fifo *st)
+static __always_inline void skip_dead(struct fifo *st)
 {
 	for (int i = 0; i < 4; i++) {
 		__u32 h = st->h.head;
@@ -957,7 +991,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	__u64 sk_key = (__u64)sk;
-	struct sock_fifo *st = fifo_get(sk_key, 0, false);
+	struct fifo *st = fifo_get(sk_key, 0, false);
 	if (!st)
 		return 0;
 

@@ -292,9 +292,13 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t socket_
     key = next;
     if (bpf_map_lookup_elem(fd, &key, value.data()) != 0)
       continue;
-    // A FIFO starts with struct netlatd_fifo_hdr.
+    // The value says where its FIFO (struct netlatd_fifo_hdr first) starts.
+    uint32_t off = 0;
+    std::memcpy(&off, value.data(), sizeof(off));
+    if (off < NETLATD_FIFO_OFF_MIN || off + sizeof(netlatd_fifo_hdr) > value.size())
+      continue;  // created this instant, offset not written yet
     netlatd_fifo_hdr hdr;
-    std::memcpy(&hdr, value.data(), sizeof(hdr));
+    std::memcpy(&hdr, value.data() + off, sizeof(hdr));
     const uint32_t head = hdr.head, tail = hdr.tail;
     const uint64_t last = std::max(hdr.queued_ns, hdr.read_ns);
     if (last && now > last && now - last > socket_max_age_ns) {

@@ -111,14 +111,19 @@ struct netlatd_fifo_hdr {
 	 * emits the record. Set by a reader, rarely; checked by every push. */
 	__u32 pend_flag;
 	__u32 pend_idx;
-	__u8 l4proto;
-	__u8 _pad1[39];
+	__u8 _pad1[40];
 	/* Written by readers. */
 	__u32 head;       /* next slot to pop */
 	__u32 _pad2;
 	__u64 read_ns;    /* last receive return */
-	__u8 _pad3[48];
+	__u8 l4proto;     /* set once, at creation; read by every receive return */
+	__u8 _pad3[47];
 };
+
+/* A value of the `sockets` map starts with a __u32 giving the offset of the
+ * FIFO (which starts with struct netlatd_fifo_hdr): the first 64-byte boundary
+ * in memory at or past NETLATD_FIFO_OFF_MIN. */
+#define NETLATD_FIFO_OFF_MIN 8
 
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
