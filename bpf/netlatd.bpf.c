@@ -183,7 +183,7 @@ struct {
 	__type(value, struct netlatd_stash_entry);
 } stash SEC(".maps");
 
-/* 64 KiB a socket: allocated when a socket first gets a tracked packet, not
+/* 128 KiB a socket: allocated when a socket first gets a tracked packet, not
  * up front for all 512 (the sweep frees closed sockets' entries). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

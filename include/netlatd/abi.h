@@ -15,7 +15,7 @@
 /* IRQ lines of the interface, as a bitmap over irq numbers [0, 8192). */
 #define NETLATD_IRQ_BITMAP_WORDS 128
 /* Tracked packets queued on one socket and not read yet. */
-#define NETLATD_SOCK_FIFO_SLOTS 1024
+#define NETLATD_SOCK_FIFO_SLOTS 2048
 #define NETLATD_COMM_LEN 16
 
 /*
