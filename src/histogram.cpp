@@ -36,10 +36,84 @@ Histogram::Bucket Histogram::bucket_bounds(unsigned index) noexcept {
   return {lower, upper, 0};
 }
 
+Histogram::Chunk &Histogram::allocate_chunk(unsigned chunk) {
+  chunks_[chunk] = std::make_unique<Chunk>();  // zeroed
+  return *chunks_[chunk];
+}
+
+// Out of line and reached by a tail call, so that record() itself makes no
+// call: it then needs no stack frame and saves no registers.
+[[gnu::cold, gnu::noinline]] void Histogram::record_into_new_chunk(uint64_t value_ns, uint64_t count) noexcept {
+  allocate_chunk(bucket_index(value_ns) / kSubBuckets);
+  record(value_ns, count);
+}
+
+Histogram::ChunkRange Histogram::live_chunks() const noexcept {
+  if (count_ == 0)
+    return {0, 0};
+  return {bucket_index(min_) / kSubBuckets, bucket_index(max_) / kSubBuckets + 1};
+}
+
+void Histogram::clear_totals() noexcept {
+  count_ = 0;
+  sum_ = 0;
+  min_ = UINT64_MAX;
+  max_ = 0;
+}
+
+Histogram::Histogram(const Histogram &other)
+    : count_(other.count_), sum_(other.sum_), min_(other.min_), max_(other.max_) {
+  const auto [begin, end] = other.live_chunks();
+  for (unsigned c = begin; c < end; ++c)
+    if (other.chunks_[c])
+      chunks_[c] = std::make_unique<Chunk>(*other.chunks_[c]);
+}
+
+Histogram &Histogram::operator=(const Histogram &other) {
+  if (this == &other)
+    return *this;
+  const auto [begin, end] = other.live_chunks();
+  // Every allocation first: should one fail, *this still holds what it held.
+  for (unsigned c = begin; c < end; ++c)
+    if (other.chunks_[c] && !chunks_[c])
+      chunks_[c] = std::make_unique<Chunk>();
+  reset();
+  for (unsigned c = begin; c < end; ++c)
+    if (other.chunks_[c])
+      *chunks_[c] = *other.chunks_[c];
+  count_ = other.count_;
+  sum_ = other.sum_;
+  min_ = other.min_;
+  max_ = other.max_;
+  return *this;
+}
+
+Histogram::Histogram(Histogram &&other) noexcept
+    : chunks_(std::move(other.chunks_)), count_(other.count_), sum_(other.sum_), min_(other.min_),
+      max_(other.max_) {
+  other.clear_totals();
+}
+
+Histogram &Histogram::operator=(Histogram &&other) noexcept {
+  if (this == &other)
+    return *this;
+  chunks_ = std::move(other.chunks_);
+  count_ = other.count_;
+  sum_ = other.sum_;
+  min_ = other.min_;
+  max_ = other.max_;
+  other.clear_totals();
+  return *this;
+}
+
 void Histogram::record(uint64_t value_ns, uint64_t count) noexcept {
   if (count == 0)
     return;
-  counts_[bucket_index(value_ns)] += count;
+  const unsigned i = bucket_index(value_ns);
+  Chunk *chunk = chunks_[i / kSubBuckets].get();
+  if (!chunk) [[unlikely]]
+    return record_into_new_chunk(value_ns, count);
+  (*chunk)[i % kSubBuckets] += count;
   count_ += count;
   sum_ += value_ns * count;
   min_ = std::min(min_, value_ns);
@@ -49,20 +123,43 @@ void Histogram::record(uint64_t value_ns, uint64_t count) noexcept {
 void Histogram::merge(const Histogram &other) noexcept {
   if (other.count_ == 0)
     return;
-  for (size_t i = 0; i < kBucketCount; ++i)
-    counts_[i] += other.counts_[i];
+  const auto [begin, end] = other.live_chunks();
+  for (unsigned c = begin; c < end; ++c) {
+    const Chunk *from = other.chunks_[c].get();
+    if (!from)
+      continue;
+    Chunk *into = chunks_[c].get();
+    if (!into) {
+      // A chunk the other kept through a reset may be all zero: no need for one here.
+      if (std::all_of(from->begin(), from->end(), [](uint64_t n) { return n == 0; }))
+        continue;
+      into = &allocate_chunk(c);
+    }
+    for (unsigned j = 0; j < kSubBuckets; ++j)
+      (*into)[j] += (*from)[j];
+  }
   count_ += other.count_;
   sum_ += other.sum_;
   min_ = std::min(min_, other.min_);
   max_ = std::max(max_, other.max_);
 }
 
+// Only the live chunks can hold counts; keeping the chunks means the next
+// interval, over much the same range, allocates nothing.
 void Histogram::reset() noexcept {
-  counts_.fill(0);
-  count_ = 0;
-  sum_ = 0;
-  min_ = UINT64_MAX;
-  max_ = 0;
+  const auto [begin, end] = live_chunks();
+  for (unsigned c = begin; c < end; ++c)
+    if (chunks_[c])
+      chunks_[c]->fill(0);
+  clear_totals();
+}
+
+std::size_t Histogram::allocated_bytes() const noexcept {
+  std::size_t bytes = 0;
+  for (const auto &chunk : chunks_)
+    if (chunk)
+      bytes += sizeof(Chunk);
+  return bytes;
 }
 
 double Histogram::mean() const noexcept {
@@ -86,27 +183,39 @@ uint64_t Histogram::percentile(double p) const noexcept {
     return max_;
 
   uint64_t seen = 0;
-  for (unsigned i = 0; i < kBucketCount; ++i) {
-    seen += counts_[i];
-    if (seen >= rank) {
-      const Bucket b = bucket_bounds(i);
-      const uint64_t mid = b.lower + (b.upper - b.lower - 1) / 2;
-      return std::clamp(mid, min_, max_);
+  const auto [begin, end] = live_chunks();
+  for (unsigned c = begin; c < end; ++c) {
+    const Chunk *chunk = chunks_[c].get();
+    if (!chunk)
+      continue;
+    for (unsigned j = 0; j < kSubBuckets; ++j) {
+      seen += (*chunk)[j];
+      if (seen >= rank) {
+        const Bucket b = bucket_bounds(c * kSubBuckets + j);
+        const uint64_t mid = b.lower + (b.upper - b.lower - 1) / 2;
+        return std::clamp(mid, min_, max_);
+      }
     }
   }
-  return max_;  // unreachable while counts_ and count_ agree
+  return max_;  // unreachable while the counters and count_ agree
 }
 
 std::vector<Histogram::Bucket> Histogram::nonempty_buckets() const {
   std::vector<Bucket> out;
   if (count_ == 0)
     return out;
-  for (unsigned i = bucket_index(min_); i <= bucket_index(max_); ++i) {
-    if (counts_[i] == 0)
+  const auto [begin, end] = live_chunks();
+  for (unsigned c = begin; c < end; ++c) {
+    const Chunk *chunk = chunks_[c].get();
+    if (!chunk)
       continue;
-    Bucket b = bucket_bounds(i);
-    b.count = counts_[i];
-    out.push_back(b);
+    for (unsigned j = 0; j < kSubBuckets; ++j) {
+      if ((*chunk)[j] == 0)
+        continue;
+      Bucket b = bucket_bounds(c * kSubBuckets + j);
+      b.count = (*chunk)[j];
+      out.push_back(b);
+    }
   }
   return out;
 }
