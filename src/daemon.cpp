@@ -690,8 +690,10 @@ int Service::run() {
       next_watchdog = now + watchdog_period;
     }
   }
-  // A scraper's idle connection can hold the endpoint up to its 1 s
-  // keep-alive: stopped first, it overlaps with the rest.
+  // The endpoint answers one request per connection (`Connection: close`)
+  // and its thread watches the stop eventfd in every wait, so stopping waits
+  // at most for a render in progress; on a thread of its own, even that
+  // overlaps with the detach below.
   std::thread stop_metrics([server = std::move(metrics_server_)]() mutable { server.reset(); });
   demo_.reset();
   auto c = tracer_->counter_totals();
