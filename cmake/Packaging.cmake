@@ -113,7 +113,7 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_SECTION "net")
 set(CPACK_DEBIAN_PACKAGE_PRIORITY "optional")
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER ${NETLATD_PACKAGE_MAINTAINER})
-# Library dependencies (libbpf, libsystemd, libssl, ...) computed by
+# Library dependencies (libbpf, libsystemd, libfmt, ...) computed by
 # dpkg-shlibdeps from the binary itself, so they match what it was linked to.
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "logrotate")
