@@ -241,19 +241,52 @@ static __always_inline __u32 ptr_low32(__u64 p)
 	return lo;
 }
 
-static __always_inline struct netlatd_stash_entry *stash_slot(__u64 skb)
+/* The first of the two entries (a set) where `skb` may be: two-way, so two
+ * packets in flight at once that hash alike both keep an entry. */
+static __always_inline __u32 stash_set(__u64 skb)
 {
 	/* skb heads are cache-aligned slab objects: drop the low bits and
 	 * take the top bits of a multiplicative hash of the rest. */
-	__u32 idx = ((ptr_low32(skb) >> 6) * 0x9E3779B1U) >> (32 - NETLATD_STASH_BITS);
-	return bpf_map_lookup_elem(&stash, &idx);
+	return (((ptr_low32(skb) >> 6) * 0x9E3779B1U) >> (32 - NETLATD_STASH_BITS)) & ~1U;
 }
 
 /* The entry of `skb`, if it is there. */
 static __always_inline struct netlatd_stash_entry *stash_find(__u64 skb)
 {
-	struct netlatd_stash_entry *e = stash_slot(skb);
+	__u32 idx = stash_set(skb);
+	struct netlatd_stash_entry *e = bpf_map_lookup_elem(&stash, &idx);
+	if (e && e->skb == skb)
+		return e;
+	idx |= 1;
+	e = bpf_map_lookup_elem(&stash, &idx);
 	return e && e->skb == skb ? e : NULL;
+}
+
+/* Marks a free entry of the set of `skb` busy for the caller; when neither is
+ * free, takes the one whose packet came first (most likely one that never
+ * reached a socket), counting it as unjoined. NULL if both are being written
+ * by other CPUs this instant. */
+static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
+{
+	__u32 idx = stash_set(skb);
+	struct netlatd_stash_entry *a = bpf_map_lookup_elem(&stash, &idx);
+	idx |= 1;
+	struct netlatd_stash_entry *b = bpf_map_lookup_elem(&stash, &idx);
+	if (!a || !b)
+		return NULL;
+	if (a->skb == NETLATD_STASH_FREE &&
+	    __sync_val_compare_and_swap(&a->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
+		return a;
+	if (b->skb == NETLATD_STASH_FREE &&
+	    __sync_val_compare_and_swap(&b->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
+		return b;
+	struct netlatd_stash_entry *victim = a->rx.receive_ns <= b->rx.receive_ns ? a : b;
+	__u64 old = __sync_lock_test_and_set(&victim->skb, NETLATD_STASH_BUSY);
+	if (old == NETLATD_STASH_BUSY)
+		return NULL; /* another CPU is filling it right now; it keeps it */
+	if (old != NETLATD_STASH_FREE)
+		COUNT(drops, NETLATD_DROP_UNJOINED);
+	return victim;
 }
 
 /* Takes the entry for the caller: exactly one of several CPUs racing for
@@ -264,16 +297,32 @@ static __always_inline bool stash_claim(struct netlatd_stash_entry *e, __u64 skb
 	return __sync_val_compare_and_swap(&e->skb, skb, NETLATD_STASH_FREE) == skb;
 }
 
-static __always_inline bool port_watched(__u16 port)
+/* The index of `port` in targ_ports, or -1. */
+static __always_inline int port_index(__u16 port)
 {
 	for (__u32 i = 0; i < NETLATD_MAX_PORTS; i++) {
 		if (i >= targ_nports)
 			break;
 		if (targ_ports[i] == port)
-			return true;
+			return i;
 	}
-	return false;
+	return -1;
 }
+
+static __always_inline bool port_watched(__u16 port) { return port_index(port) >= 0; }
+
+/* Which CPUs receive a watched port's packets. While one CPU alone does, a
+ * UDP data-ready call knows every datagram still to move was received on
+ * it, before its own (see on_sk_data_ready). Written only when the CPU
+ * changes, so a single producer keeps the line in its cache. */
+#define MULTI_PRODUCER_HOLD_NS 10000000 /* 10 ms */
+struct port_producers {
+	__u32 last_cpu;      /* + 1; 0 = none yet */
+	__u32 _pad;
+	__u64 mixed_until;   /* another CPU received for this port until shortly before */
+	__u64 _pad2[6];
+};
+static struct port_producers port_prod[NETLATD_MAX_PORTS];
 
 /* ---- NIC hard IRQ and NET_RX softirq (per-CPU) ---------------------------- */
 
@@ -397,7 +446,8 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	if (l4proto != IPPROTO_UDP && l4proto != IPPROTO_TCP)
 		return 0;
 	__u16 dport = bpf_ntohs(l4.dport);
-	if (!port_watched(dport))
+	int pidx = port_index(dport);
+	if (pidx < 0)
 		return 0;
 	__u32 saddr, daddr;
 	if (flags & NETLATD_PKT_IPV6) {
@@ -425,19 +475,21 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	}
 
 	__u64 key = (__u64)skb;
-	struct netlatd_stash_entry *e = stash_slot(key);
+	/* An earlier packet at this address that was never queued nor seen
+	 * dropped still holds an entry: it is lost, and its entry is reused. */
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (e) {
+		if (__sync_val_compare_and_swap(&e->skb, key, NETLATD_STASH_BUSY) != key)
+			e = NULL; /* changed hands meanwhile */
+		else
+			COUNT(drops, NETLATD_DROP_UNJOINED);
+	}
 	if (!e)
-		return 0;
-	__u64 old = __sync_lock_test_and_set(&e->skb, NETLATD_STASH_BUSY);
-	if (old == NETLATD_STASH_BUSY) {
-		/* Another CPU is filling this slot right now; it keeps it. */
+		e = stash_take(key);
+	if (!e) {
 		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
 		return 0;
 	}
-	if (old != NETLATD_STASH_FREE)
-		/* A packet that was never queued nor seen dropped (or one
-		 * still in flight whose address shares the slot). */
-		COUNT(drops, NETLATD_DROP_UNJOINED);
 
 	struct netlatd_rx *rx = &e->rx;
 	__u64 now = bpf_ktime_get_ns();
@@ -454,7 +506,13 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 			flags |= NETLATD_PKT_KSOFTIRQD;
 	}
 	rx->receive_ns = now;
-	rx->rx_cpu = bpf_get_smp_processor_id();
+	__u32 cpu = bpf_get_smp_processor_id();
+	rx->rx_cpu = cpu;
+	struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
+	if (pp->last_cpu != cpu + 1) {
+		pp->last_cpu = cpu + 1;
+		pp->mixed_until = now + MULTI_PRODUCER_HOLD_NS;
+	}
 	rx->len = payload;
 	rx->ifindex = cfg_ifindex;
 	rx->end_seq = end_seq;
@@ -526,6 +584,15 @@ static __always_inline bool has_sleeper(void *sk)
 
 static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct read_view *v);
 
+/* Makes slot `idx` visible to readers, after everything written into it: a
+ * reader takes a slot only once its seq says so. The compiler must not sink
+ * the slot's stores below this one (x86 keeps stores in order itself). */
+static __always_inline void publish(struct sock_fifo_slot *slot, __u32 idx)
+{
+	barrier();
+	*(volatile __u32 *)&slot->seq = idx + 1;
+}
+
 /* Moves the packet of `skb` (its stash entry `e`) to the FIFO of `sk`;
  * returns its slot index + 1, or 0 when it was not queued (or was emitted at
  * once). */
@@ -561,7 +628,7 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	if (!stash_claim(e, skb_key)) {
 		slot->skb = 0;
 		slot->dead = 1;
-		slot->seq = idx + 1;
+		publish(slot, idx);
 		return 0;
 	}
 	__builtin_memcpy(&slot->rx, &rx, sizeof(rx));
@@ -569,7 +636,7 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	slot->queue_after = before(now, rx.receive_ns);
 	slot->wake_after = 0;
 	slot->skb = skb_key;
-	slot->seq = idx + 1;
+	publish(slot, idx);
 	st->h.queued_ns = now;
 	COUNT(counters, NETLATD_CNT_QUEUED);
 	/* A reader already returned this datagram while it was being published. */
@@ -695,22 +762,98 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 }
 
 /* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
+/* Whether the newest datagram in the FIFO of `sk` is still on its receive
+ * queue (among its last few), or is being published: then a datagram now found
+ * on the reader's queue is older than it. */
+#define RQ_LOOK_BACK 4
+static __always_inline bool newest_still_queued(struct sock *sk)
+{
+	struct fifo *st = fifo_get((__u64)sk, 0, false);
+	if (!st)
+		return false;
+	__u32 n = st->h.tail - 1;
+	struct sock_fifo_slot *slot = &st->slots[n & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+	if (slot->seq != n + 1)
+		return st->h.tail != 0; /* reserved by another CPU right now */
+	__u64 newest = slot->skb;
+	struct sk_buff_head *rq = &sk->sk_receive_queue;
+	struct sk_buff *skb = rq->prev;
+	for (int i = 0; i < RQ_LOOK_BACK; i++) {
+		if (!skb || (void *)skb == (void *)rq)
+			return false;
+		if ((__u64)skb == newest)
+			return true;
+		skb = skb->prev;
+	}
+	return false;
+}
+
+/* Datagrams at the tail of the reader's queue still to be moved: the reader
+ * spliced the receive queue into its own before their data-ready call ran
+ * (with 6.18's batched producers, a batch of several). If a newer datagram
+ * was moved meanwhile, moving these now would put the FIFO out of the
+ * socket's order: they are left out, and counted. */
+static __always_inline void enqueue_spliced(struct sock *sk, __u64 now)
+{
+	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
+	struct sk_buff_head *q = &up->reader_queue;
+	struct sk_buff *t = q->prev;
+	if (!t || (void *)t == (void *)q)
+		return;
+	__u64 key = (__u64)t;
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (!e)
+		return;
+	if (newest_still_queued(sk)) {
+		if (stash_claim(e, key))
+			COUNT(drops, NETLATD_DROP_REORDERED);
+		return;
+	}
+	enqueue_from_tail(sk, q, now, true);
+}
+
 static __always_inline int on_sk_data_ready(struct sock *sk)
 {
 	ARM(ARMED_SOCK_QUEUE);
 	/* tp_btf only (the tracepoint is 6.5+): fields are read directly. */
 	if (sk->sk_protocol != IPPROTO_UDP)
 		return 0;
-	if (!port_watched(sk->__sk_common.skc_num))
+	int pidx = port_index(sk->__sk_common.skc_num);
+	if (pidx < 0)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
-	/* The reader may have spliced the receive queue into its own since
-	 * the datagram was queued, and another CPU may have queued a newer one
-	 * meanwhile: the reader's queue holds the older ones, so it goes first.
-	 * (Only its newest: a batch is only ever at the receive queue's tail.) */
-	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
-	enqueue_from_tail(sk, &up->reader_queue, now, false);
-	enqueue_from_tail(sk, &sk->sk_receive_queue, now, true);
+	struct sk_buff_head *rq = &sk->sk_receive_queue;
+	struct sk_buff *tail = rq->prev;
+	if (tail && (void *)tail != (void *)rq) {
+		__u64 tail_key = (__u64)tail;
+		struct netlatd_stash_entry *e = stash_find(tail_key);
+		if (e) {
+			/* The common case: the one datagram to move is the receive
+			 * queue's tail, and this CPU alone has received the port's
+			 * packets for a while, so no other CPU's datagram can be
+			 * waiting for its data-ready call in the reader's queue.
+			 * That queue is then not looked at: its line is the reader
+			 * CPU's, one cache miss a packet. */
+			struct sk_buff *prev = tail->prev;
+			bool alone = !prev || (void *)prev == (void *)rq || !stash_find((__u64)prev);
+			struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
+			if (alone && e->rx.rx_cpu == bpf_get_smp_processor_id() &&
+			    pp->last_cpu == e->rx.rx_cpu + 1 && (__s64)(now - pp->mixed_until) > 0) {
+				enqueue_tracked(sk, tail_key, e, now, true);
+				return 0;
+			}
+			/* A batch, or another CPU's datagram: anything the reader
+			 * spliced into its own queue is older, so it goes first.
+			 * (Only its newest: a batch is only ever at the receive
+			 * queue's tail.) */
+			enqueue_spliced(sk, now);
+			enqueue_from_tail(sk, rq, now, true);
+			return 0;
+		}
+	}
+	/* Nothing to move at the receive queue's tail: the reader may have
+	 * spliced this call's datagram into its own queue already. */
+	enqueue_spliced(sk, now);
 	return 0;
 }
 

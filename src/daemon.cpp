@@ -56,6 +56,7 @@ const char *drop_name(int i) {
   case NETLATD_DROP_UNTRACKED_DEQUEUE: return "untracked_dequeue";
   case NETLATD_DROP_UNJOINED: return "unjoined_reused";
   case NETLATD_DROP_UNSEEN_READ: return "unseen_read";
+  case NETLATD_DROP_REORDERED: return "reordered";
   }
   return "unknown";
 }

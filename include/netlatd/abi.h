@@ -135,6 +135,7 @@ enum netlatd_drop {
 	NETLATD_DROP_UNTRACKED_DEQUEUE, /* a receive call returned a datagram we did not track */
 	NETLATD_DROP_UNJOINED,          /* its stash entry was taken by a newer packet before it was queued */
 	NETLATD_DROP_UNSEEN_READ,       /* read by a receive call whose return netlatd did not see */
+	NETLATD_DROP_REORDERED,         /* its queueing seen only after a newer datagram's: left out */
 	NETLATD_DROP_COUNT
 };
 
