@@ -719,7 +719,7 @@ static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64
 /* Tracked skbs at the tail of one of the socket's queues, oldest first. UDP
  * producers may batch several datagrams before one data-ready call (6.18's
  * per-NUMA producer queues), so walk back from the tail. */
-static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now, bool batches)
+static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_head *q, __u64 now)
 {
 	struct sk_buff *tail = q->prev;
 	if (!tail || (void *)tail == (void *)q)
@@ -731,7 +731,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	/* The common case: only the newest datagram is waiting to be moved. */
 	struct sk_buff *skb = tail->prev;
 	__u64 key = (__u64)skb;
-	if (!batches || !skb || (void *)skb == (void *)q || !stash_find(key)) {
+	if (!skb || (void *)skb == (void *)q || !stash_find(key)) {
 		enqueue_tracked(sk, tail_key, e, now, true);
 		return 1;
 	}
@@ -809,7 +809,7 @@ static __always_inline void enqueue_spliced(struct sock *sk, __u64 now)
 			COUNT(drops, NETLATD_DROP_REORDERED);
 		return;
 	}
-	enqueue_from_tail(sk, q, now, true);
+	enqueue_from_tail(sk, q, now);
 }
 
 static __always_inline int on_sk_data_ready(struct sock *sk)
@@ -847,7 +847,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 			 * (Only its newest: a batch is only ever at the receive
 			 * queue's tail.) */
 			enqueue_spliced(sk, now);
-			enqueue_from_tail(sk, rq, now, true);
+			enqueue_from_tail(sk, rq, now);
 			return 0;
 		}
 	}

@@ -449,8 +449,8 @@ TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and 
     return sample(page, "netlatd_packets_total{proto=\"udp\"}");
   };
   // A burst: far more lines than the pipe and the queue hold. (At this pace
-  // the reader may fall more than 32 datagrams behind, which the tracer
-  // counts as sock_fifo_full; the exact count is checked on the next batch.)
+  // the reader may fall far behind, past the tracer's per-socket FIFO, which
+  // it counts as sock_fifo_full; the exact count is checked on the next batch.)
   const int burst = 6000;
   send_udp("", 4, "127.0.0.1", port, burst, 32, 20);
   reader.wait_for(burst, 10000);
@@ -590,8 +590,9 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
   CHECK(sample(page, "netlatd_packets_total{proto=\"udp\"}") == 0);
   CHECK_THAT(page, ContainsSubstring(std::string("netlatd_build_info{version=\"") + netlatd::kVersion + "\""));
 
-  // 1 ms apart, so that the reader never falls 32 datagrams behind even on a
-  // busy machine (the tracer would count those as sock_fifo_full, not measure them).
+  // 1 ms apart, so that the reader never falls far behind even on a busy
+  // machine (past the per-socket FIFO the tracer counts sock_fifo_full, not
+  // measures).
   uint64_t sent = 0;
   for (int batch : {50, 100}) {
     send_udp("", 4, "127.0.0.1", port, batch, 64, 1000);
