@@ -6,7 +6,7 @@
  *
  * Join keys along the path:
  *   NIC IRQ, softirq raise/entry  per-CPU state, copied into the packet at netif_receive_skb
- *   netif_receive_skb -> enqueue  the skb address (map `stash`, a direct-mapped table)
+ *   netif_receive_skb -> enqueue  the skb address (map `stash`, a two-way set-associative table)
  *   enqueue -> receive return     a FIFO per socket (map `sockets`): UDP pops one datagram
  *                                 per receive call, TCP pops every segment below copied_seq
  *   wakeup                        the enqueue leaves a per-CPU hint naming its FIFO slot;

@@ -128,7 +128,7 @@ struct netlatd_fifo_hdr {
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
 	NETLATD_DROP_RINGBUF_FULL = 0,  /* bpf_ringbuf_reserve failed */
-	NETLATD_DROP_INFLIGHT_FULL,     /* its stash entry was being written by another CPU */
+	NETLATD_DROP_INFLIGHT_FULL,     /* both stash entries of its set were being written by other CPUs */
 	NETLATD_DROP_SOCK_FIFO_FULL,    /* more than NETLATD_SOCK_FIFO_SLOTS unread on a socket */
 	NETLATD_DROP_SOCKETS_FULL,      /* too many sockets with tracked packets */
 	NETLATD_DROP_STACK_DROPPED,     /* the kernel dropped the packet (kfree_skb) */
