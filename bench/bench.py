@@ -501,6 +501,36 @@ class Bench:
         if pr is None:
             return {}
         out = {}
+        if variant != "netlatd" and not variant.startswith("netlatd-"):
+            # A comparison tracer that hangs on its way out (bpftrace 0.17 was
+            # seen not to exit within 30 s of SIGINT once in a CI smoke run) is
+            # killed and reported; it does not end the bench, whose subject is
+            # netlatd. Its figures from this run are left out.
+            try:
+                return self.stop_comparison(variant, pr, info)
+            except BenchError as e:
+                self.tracer_error(variant, f"{e}; killed, its figures left out")
+                path = info.get("perf_data")
+                if path and os.path.exists(path):
+                    os.unlink(path)
+                return {"stop_failed": True}
+        pr.stop(signal.SIGTERM, timeout=10)
+        lines = pr.json_lines()
+        out["traced_packets"] = sum(int(j.get("packets", 0)) for j in lines
+                                    if j.get("type") == "interval")
+        out["drops"] = netlatd_drops(lines)
+        out["exit"] = pr.p.returncode
+        out["final_line"] = any(j.get("final") for j in lines)
+        # Keep the figures, but a daemon that does not exit 0 on SIGTERM (or
+        # loses its final interval) is a bug worth failing the run for.
+        if pr.p.returncode != 0 or not out["final_line"]:
+            self.tracer_error(variant, f"exit {pr.p.returncode} on SIGTERM, final "
+                              f"interval line {'written' if out['final_line'] else 'missing'}"
+                              f": {pr.text(last=2)}")
+        return out
+
+    def stop_comparison(self, variant, pr, info):
+        out = {}
         if variant == "perf":
             dt = time.monotonic() - info["t_ready"]
             pr.stop(signal.SIGINT, timeout=30)
@@ -508,25 +538,11 @@ class Bench:
             out["perf_bytes"] = size
             out["perf_mb_per_s"] = size / 1e6 / dt if dt > 0 else None
             os.unlink(info["perf_data"]) if os.path.exists(info["perf_data"]) else None
-        elif variant in ("bpftrace", "floor"):
+        else:
             pr.stop(signal.SIGINT, timeout=30)
             for _, l in pr.lines["stdout"]:
                 if l.startswith("@matched:"):
                     out["traced_packets"] = int(l.split()[1])
-        else:
-            pr.stop(signal.SIGTERM, timeout=10)
-            lines = pr.json_lines()
-            out["traced_packets"] = sum(int(j.get("packets", 0)) for j in lines
-                                        if j.get("type") == "interval")
-            out["drops"] = netlatd_drops(lines)
-            out["exit"] = pr.p.returncode
-            out["final_line"] = any(j.get("final") for j in lines)
-            # Keep the figures, but a daemon that does not exit 0 on SIGTERM (or
-            # loses its final interval) is a bug worth failing the run for.
-            if pr.p.returncode != 0 or not out["final_line"]:
-                self.tracer_error(variant, f"exit {pr.p.returncode} on SIGTERM, final "
-                                  f"interval line {'written' if out['final_line'] else 'missing'}"
-                                  f": {pr.text(last=2)}")
         return out
 
     # ---- 1. round trips --------------------------------------------------------------
