@@ -88,7 +88,7 @@ struct read_view {
 /* A socket's FIFO, placed on a 64-byte boundary in memory (see sock_fifo). */
 struct fifo {
 	struct netlatd_fifo_hdr h;  /* indices, on a producers' and a readers' cache line */
-	struct read_view pend;      /* the reader's view while pend_flag is set */
+	struct read_view pend[NETLATD_FIFO_PEND]; /* readers' views while pend_seq says so */
 	struct sock_fifo_slot slots[NETLATD_SOCK_FIFO_SLOTS];
 };
 _Static_assert(sizeof(struct netlatd_fifo_hdr) == 128, "producers' and readers' lines");
@@ -262,9 +262,11 @@ static __always_inline struct netlatd_stash_entry *stash_find(__u64 skb)
 	return e && e->skb == skb ? e : NULL;
 }
 
-/* Marks a free entry of the set of `skb` busy for the caller; when neither is
- * free, takes the one whose packet came first (most likely one that never
- * reached a socket), counting it as unjoined. NULL if both are being written
+/* Marks an entry of the set of `skb` busy for the caller: the one an earlier
+ * packet at this address still holds (never queued nor seen dropped: it is
+ * lost), else a free one; when neither is free, the one whose packet came
+ * first (most likely one that never reached a socket). Taking an entry that
+ * held a packet counts that packet as unjoined. NULL if both are being written
  * by other CPUs this instant. */
 static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
 {
@@ -274,6 +276,11 @@ static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
 	struct netlatd_stash_entry *b = bpf_map_lookup_elem(&stash, &idx);
 	if (!a || !b)
 		return NULL;
+	struct netlatd_stash_entry *same = a->skb == skb ? a : b->skb == skb ? b : NULL;
+	if (same && __sync_val_compare_and_swap(&same->skb, skb, NETLATD_STASH_BUSY) == skb) {
+		COUNT(drops, NETLATD_DROP_UNJOINED);
+		return same;
+	}
 	if (a->skb == NETLATD_STASH_FREE &&
 	    __sync_val_compare_and_swap(&a->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
 		return a;
@@ -475,17 +482,7 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	}
 
 	__u64 key = (__u64)skb;
-	/* An earlier packet at this address that was never queued nor seen
-	 * dropped still holds an entry: it is lost, and its entry is reused. */
-	struct netlatd_stash_entry *e = stash_find(key);
-	if (e) {
-		if (__sync_val_compare_and_swap(&e->skb, key, NETLATD_STASH_BUSY) != key)
-			e = NULL; /* changed hands meanwhile */
-		else
-			COUNT(drops, NETLATD_DROP_UNJOINED);
-	}
-	if (!e)
-		e = stash_take(key);
+	struct netlatd_stash_entry *e = stash_take(key);
 	if (!e) {
 		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
 		return 0;
@@ -586,11 +583,31 @@ static __always_inline void emit_view(struct sock_fifo_slot *slot, const struct 
 
 /* Makes slot `idx` visible to readers, after everything written into it: a
  * reader takes a slot only once its seq says so. The compiler must not sink
- * the slot's stores below this one (x86 keeps stores in order itself). */
+ * the slot's stores below this one (x86 keeps stores in order itself). A
+ * plain store, not an exchange: a locked instruction here would wait for the
+ * slot's line to come back from the reader's CPU, ~150 ns a packet. What
+ * that costs the overtaking read is in PEND_WAIT_LOADS. */
 static __always_inline void publish(struct sock_fifo_slot *slot, __u32 idx)
 {
 	barrier();
 	*(volatile __u32 *)&slot->seq = idx + 1;
+}
+
+/* A read that overtakes its slot's publication sets its pend mark (an
+ * exchange, a full barrier), then looks at the slot's seq; the publisher
+ * stores seq, then looks at the mark. Without a barrier between the
+ * publisher's store and load, both can miss the other's write (the store
+ * still in its CPU's store buffer) and the read gets no record. So the
+ * reader keeps looking at seq for a while: the publisher's store becomes
+ * visible within a store buffer's drain, and a publisher slower than that
+ * has not made its load yet, so it will see the mark. */
+#define PEND_WAIT_LOADS 256
+static __always_inline bool published_soon(struct sock_fifo_slot *slot, __u32 idx)
+{
+	for (int i = 0; i < PEND_WAIT_LOADS; i++)
+		if (*(volatile __u32 *)&slot->seq == idx + 1)
+			return true;
+	return false;
 }
 
 /* Moves the packet of `skb` (its stash entry `e`) to the FIFO of `sk`;
@@ -625,10 +642,15 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	 * reader's CPU, and a locked instruction waits for earlier stores. */
 	struct netlatd_rx rx;
 	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
+	__u32 *pend = &st->h.pend_seq[idx & (NETLATD_FIFO_PEND - 1)];
 	if (!stash_claim(e, skb_key)) {
 		slot->skb = 0;
 		slot->dead = 1;
 		publish(slot, idx);
+		/* A read that took this slot got the datagram of the slot
+		 * that won: its record is lost, and counted. */
+		if (*pend == idx + 1 && __sync_val_compare_and_swap(pend, idx + 1, 0) == idx + 1)
+			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 		return 0;
 	}
 	__builtin_memcpy(&slot->rx, &rx, sizeof(rx));
@@ -639,12 +661,11 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	publish(slot, idx);
 	st->h.queued_ns = now;
 	COUNT(counters, NETLATD_CNT_QUEUED);
-	/* A reader already returned this datagram while it was being published. */
-	if (st->h.pend_flag && st->h.pend_idx == idx &&
-	    __sync_val_compare_and_swap(&st->h.pend_flag, 1, 0) == 1 &&
-	    __sync_val_compare_and_swap(&st->h.head, idx, idx + 1) == idx) {
+	/* A reader already returned this datagram (and took the slot) while it
+	 * was being published: its view waits for the record. */
+	if (*pend == idx + 1 && __sync_val_compare_and_swap(pend, idx + 1, 0) == idx + 1) {
 		struct read_view v;
-		__builtin_memcpy(&v, &st->pend, sizeof(v));
+		__builtin_memcpy(&v, &st->pend[idx & (NETLATD_FIFO_PEND - 1)], sizeof(v));
 		emit_view(slot, &v);
 		return 0; /* read already: no wake-up hint for it */
 	}
@@ -761,7 +782,6 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	return n;
 }
 
-/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
 /* Whether the newest datagram in the FIFO of `sk` is still on its receive
  * queue (among its last few), or is being published: then a datagram now found
  * on the reader's queue is older than it. */
@@ -812,6 +832,16 @@ static __always_inline void enqueue_spliced(struct sock *sk, __u64 now)
 	enqueue_from_tail(sk, q, now);
 }
 
+/* Whether this CPU alone has received the port's packets for a while: then
+ * every datagram still to move on the socket was received here, before the
+ * one this data-ready call is for. */
+static __always_inline bool sole_producer(int pidx, __u64 now)
+{
+	struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
+	return pp->last_cpu == bpf_get_smp_processor_id() + 1 && (__s64)(now - pp->mixed_until) > 0;
+}
+
+/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
 static __always_inline int on_sk_data_ready(struct sock *sk)
 {
 	ARM(ARMED_SOCK_QUEUE);
@@ -823,37 +853,20 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct sk_buff_head *rq = &sk->sk_receive_queue;
-	struct sk_buff *tail = rq->prev;
-	if (tail && (void *)tail != (void *)rq) {
-		__u64 tail_key = (__u64)tail;
-		struct netlatd_stash_entry *e = stash_find(tail_key);
-		if (e) {
-			/* The common case: the one datagram to move is the receive
-			 * queue's tail, and this CPU alone has received the port's
-			 * packets for a while, so no other CPU's datagram can be
-			 * waiting for its data-ready call in the reader's queue.
-			 * That queue is then not looked at: its line is the reader
-			 * CPU's, one cache miss a packet. */
-			struct sk_buff *prev = tail->prev;
-			bool alone = !prev || (void *)prev == (void *)rq || !stash_find((__u64)prev);
-			struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
-			if (alone && e->rx.rx_cpu == bpf_get_smp_processor_id() &&
-			    pp->last_cpu == e->rx.rx_cpu + 1 && (__s64)(now - pp->mixed_until) > 0) {
-				enqueue_tracked(sk, tail_key, e, now, true);
-				return 0;
-			}
-			/* A batch, or another CPU's datagram: anything the reader
-			 * spliced into its own queue is older, so it goes first.
-			 * (Only its newest: a batch is only ever at the receive
-			 * queue's tail.) */
+	/* The common case, one CPU feeding the port: no other CPU's datagram can
+	 * be waiting for its data-ready call in the reader's queue, so that
+	 * queue (its line is the reader CPU's: one cache miss a packet) is
+	 * looked at only if this call's datagram is no longer on the receive
+	 * queue, the reader having spliced it into its own already. */
+	if (sole_producer(pidx, now)) {
+		if (!enqueue_from_tail(sk, rq, now))
 			enqueue_spliced(sk, now);
-			enqueue_from_tail(sk, rq, now);
-			return 0;
-		}
+		return 0;
 	}
-	/* Nothing to move at the receive queue's tail: the reader may have
-	 * spliced this call's datagram into its own queue already. */
+	/* Several CPUs: whatever the reader spliced into its own queue is older
+	 * than what is on the receive queue, so it goes first. */
 	enqueue_spliced(sk, now);
+	enqueue_from_tail(sk, rq, now);
 	return 0;
 }
 
@@ -1188,14 +1201,27 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 				return 0;
 			}
-			/* Reserved, not yet published: hand the record over to the
-			 * publisher, or emit it here if it has just finished. */
-			read_view_here(&st->pend, now, pid_tgid);
-			st->h.pend_idx = h;
-			__sync_lock_test_and_set(&st->h.pend_flag, 1);
-			if (slot->seq == h + 1 && __sync_val_compare_and_swap(&st->h.pend_flag, 1, 0) == 1 &&
-			    !slot->dead && __sync_val_compare_and_swap(&st->h.head, h, h + 1) == h)
-				emit(slot, now, pid_tgid);
+			/* Reserved, not yet published: this read takes the slot
+			 * now (so the next read looks at the one after) and hands
+			 * its view to the publisher, or emits the record itself if
+			 * the slot has just been published. */
+			if (__sync_val_compare_and_swap(&st->h.head, h, h + 1) != h)
+				return 0; /* another thread of the reader took it */
+			__u32 k = h & (NETLATD_FIFO_PEND - 1);
+			__u32 *pend = &st->h.pend_seq[k];
+			if (*pend) {
+				/* More reads ahead of publication than views kept. */
+				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				return 0;
+			}
+			read_view_here(&st->pend[k], now, pid_tgid);
+			__sync_lock_test_and_set(pend, h + 1);
+			if (published_soon(slot, h) && __sync_val_compare_and_swap(pend, h + 1, 0) == h + 1) {
+				if (slot->dead)
+					COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				else
+					emit(slot, now, pid_tgid);
+			}
 			return 0;
 		}
 		if (slot->dead)

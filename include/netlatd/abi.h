@@ -94,6 +94,9 @@ struct netlatd_stash_entry {
 #define NETLATD_STASH_FREE 0
 #define NETLATD_STASH_BUSY 1
 
+/* Reads that may overtake the publication of their slots at once, per socket. */
+#define NETLATD_FIFO_PEND 4
+
 /*
  * The start of a socket's FIFO (a value of the `sockets` map), as the
  * daemon's sweep of closed sockets reads it. Producers (enqueues) and readers
@@ -106,12 +109,13 @@ struct netlatd_fifo_hdr {
 	__u32 tail;       /* next slot to fill */
 	__u32 head_seen;  /* the head at a producer's last look */
 	__u64 queued_ns;  /* last enqueue */
-	/* A read returned while its datagram's slot (pend_idx) was still being
-	 * published: whichever of the reader and the publisher clears pend_flag
-	 * emits the record. Set by a reader, rarely; checked by every push. */
-	__u32 pend_flag;
-	__u32 pend_idx;
-	__u8 _pad1[40];
+	/* Reads that returned while their datagram's slot was still being
+	 * published, by slot index modulo NETLATD_FIFO_PEND: index + 1 while the
+	 * reader's view waits there; whichever of the reader and the publisher
+	 * clears it emits the record. Set by readers, rarely; checked by every
+	 * push. */
+	__u32 pend_seq[NETLATD_FIFO_PEND];
+	__u8 _pad1[32];
 	/* Written by readers. */
 	__u32 head;       /* next slot to pop */
 	__u32 _pad2;

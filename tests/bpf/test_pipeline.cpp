@@ -164,23 +164,46 @@ TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined"
   REQUIRE(reader.wait_for(bursts * per_burst, 10000));
   Totals t = stop(nl->proc());
   Received got = reader.result();
-  CHECK(t.packets == bursts * per_burst);
-  // Records in the order the reads returned, each with the length read.
-  CHECK(t.outliers.size() == got.lengths.size());
-  size_t wrong = 0;
-  for (size_t i = 0; i < std::min(got.lengths.size(), t.outliers.size()); i++)
-    if (t.outliers[i]["len"].get<uint32_t>() != got.lengths[i]) {
+  REQUIRE(got.lengths.size() == static_cast<size_t>(bursts * per_burst));
+  // Every read has its record, or is counted. The one loss allowed: on 6.18
+  // a reader on the other CPU can take a datagram between its queueing and
+  // the data-ready call that announces it (batched producers widen that
+  // window), and no hook names the skb a UDP read took; netlatd counts that
+  // read as untracked_dequeue. Seen in a few per cent of runs, one or two
+  // datagrams of the 320.
+  const uint64_t lost = t.drops["untracked_dequeue"];
+  CHECK(t.packets + lost == got.lengths.size());
+  CHECK(lost <= 3);
+  // Records in the order the reads returned, each with the length read:
+  // aligned by skipping exactly the reads counted as lost, never more.
+  size_t k = 0, skipped = 0, wrong = 0;
+  for (size_t i = 0; i < got.lengths.size(); i++) {
+    if (k < t.outliers.size() && t.outliers[k]["len"].get<uint32_t>() == got.lengths[i]) {
+      k++;
+    } else if (skipped < lost) {
+      skipped++;
+    } else {
       if (getenv("NETLATD_TEST_VERBOSE") && wrong < 3) {
         std::string rd, rec;
-        for (size_t j = (i > 5 ? i - 5 : 0); j < std::min(i + 6, t.outliers.size()); j++) {
+        for (size_t j = (i > 5 ? i - 5 : 0); j < std::min(i + 6, got.lengths.size()); j++)
           rd += std::to_string(got.lengths[j]) + " ";
-          rec += std::to_string(t.outliers[j]["len"].get<uint32_t>()) + "@" + std::to_string(t.outliers[j]["rx_cpu"].get<int>()) + " ";
-        }
-        std::fprintf(stderr, "at %zu read: %s\n       rec: %s\n", i, rd.c_str(), rec.c_str());
+        for (size_t j = (k > 5 ? k - 5 : 0); j < std::min(k + 6, t.outliers.size()); j++)
+          rec += std::to_string(t.outliers[j]["len"].get<uint32_t>()) + "@" +
+                 std::to_string(t.outliers[j]["rx_cpu"].get<int>()) + " ";
+        std::fprintf(stderr, "at read %zu: %s\n  record %zu: %s\n", i, rd.c_str(), k, rec.c_str());
       }
       wrong++;
+      k++;
     }
+  }
+  if (getenv("NETLATD_TEST_VERBOSE"))
+    for (const auto &o : t.outliers)
+      if (!o.contains("stamps") || !o["stamps"].contains("oncpu")) {
+        std::fprintf(stderr, "record without oncpu: %s\n", o.dump().c_str());
+        break;
+      }
   CHECK(wrong == 0);
+  CHECK(k == t.outliers.size());
   CHECK(t.unordered == 0);
   for (const char *s : kStages) {
     INFO(s);
@@ -188,7 +211,14 @@ TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined"
   }
   for (auto &[name, v] : t.drops) {
     INFO(name);
-    CHECK(v == 0);
+    if (name == "untracked_dequeue")
+      continue;
+    // A lost datagram's in-flight entry is reclaimed (and counted) once more
+    // when its skb address is reused or the entry expires.
+    if (name == "unjoined_reused" || name == "unjoined_expired")
+      CHECK(v <= lost);
+    else
+      CHECK(v == 0);
   }
 }
 
