@@ -182,41 +182,26 @@ uint64_t Histogram::percentile(double p) const noexcept {
   if (rank == count_)
     return max_;
 
-  uint64_t seen = 0;
-  const auto [begin, end] = live_chunks();
-  for (unsigned c = begin; c < end; ++c) {
-    const Chunk *chunk = chunks_[c].get();
-    if (!chunk)
-      continue;
-    for (unsigned j = 0; j < kSubBuckets; ++j) {
-      seen += (*chunk)[j];
-      if (seen >= rank) {
-        const Bucket b = bucket_bounds(c * kSubBuckets + j);
-        const uint64_t mid = b.lower + (b.upper - b.lower - 1) / 2;
-        return std::clamp(mid, min_, max_);
-      }
-    }
-  }
-  return max_;  // unreachable while the counters and count_ agree
+  uint64_t seen = 0, value = max_;  // kept only if the counters and count_ disagree
+  visit_nonempty([&](unsigned index, uint64_t n) {
+    seen += n;
+    if (seen < rank)
+      return true;
+    const Bucket b = bucket_bounds(index);
+    value = std::clamp(b.lower + (b.upper - b.lower - 1) / 2, min_, max_);
+    return false;
+  });
+  return value;
 }
 
 std::vector<Histogram::Bucket> Histogram::nonempty_buckets() const {
   std::vector<Bucket> out;
-  if (count_ == 0)
-    return out;
-  const auto [begin, end] = live_chunks();
-  for (unsigned c = begin; c < end; ++c) {
-    const Chunk *chunk = chunks_[c].get();
-    if (!chunk)
-      continue;
-    for (unsigned j = 0; j < kSubBuckets; ++j) {
-      if ((*chunk)[j] == 0)
-        continue;
-      Bucket b = bucket_bounds(c * kSubBuckets + j);
-      b.count = (*chunk)[j];
-      out.push_back(b);
-    }
-  }
+  visit_nonempty([&](unsigned index, uint64_t n) {
+    Bucket b = bucket_bounds(index);
+    b.count = n;
+    out.push_back(b);
+    return true;
+  });
   return out;
 }
 

@@ -77,6 +77,20 @@ private:
   };
   ChunkRange live_chunks() const noexcept;
   void clear_totals() noexcept;
+  // Calls visit(bucket index, count) for each non-empty bucket in order,
+  // until it returns false.
+  template <class Visit>
+  void visit_nonempty(Visit &&visit) const {
+    const auto [begin, end] = live_chunks();
+    for (unsigned c = begin; c < end; ++c) {
+      const Chunk *chunk = chunks_[c].get();
+      if (!chunk)
+        continue;
+      for (unsigned j = 0; j < kSubBuckets; ++j)
+        if ((*chunk)[j] != 0 && !visit(c * kSubBuckets + j, (*chunk)[j]))
+          return;
+    }
+  }
 
   std::array<std::unique_ptr<Chunk>, kChunkCount> chunks_{};
   uint64_t count_ = 0;
