@@ -261,7 +261,7 @@ private:
   IntervalAggregator agg_;
   RateLimit outlier_limit_;
   uint64_t outliers_suppressed_ = 0;
-  int64_t mono_to_real_ = 0;
+  ClockOffset mono_to_real_;  // see measure_realtime_offset
 
   std::unique_ptr<Tracer> tracer_;
   TraceTarget target_;
@@ -339,7 +339,7 @@ void Service::on_record(const netlatd_packet &p) {
     auto total = stage_duration(p, Stage::Total);
     if (total && *total > *opts_.outliers_over_ns) {
       if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
-        sink_->write(format_outlier_json_line(header_, p, mono_to_real_));
+        sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
       else
         outliers_suppressed_++;
     }
@@ -410,7 +410,7 @@ void Service::end_interval(bool final) {
   agg_.reset();
   publish_metrics();
   interval_start_wall_ = r.end;
-  mono_to_real_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+  mono_to_real_ = choose_realtime_offset(mono_to_real_, measure_realtime_offset(clock_ns));
   const int64_t now = clock_ns(CLOCK_MONOTONIC);
   next_report_ = now + interval_ns_;
   if (!final)
@@ -585,7 +585,7 @@ int Service::run() {
   if (!opts_.metrics_listen.empty())
     metrics_server_ = start_metrics(opts_.metrics_listen);
   sink_ = std::make_unique<LineSink>(opts_.output);
-  mono_to_real_ = clock_ns(CLOCK_REALTIME) - clock_ns(CLOCK_MONOTONIC);
+  mono_to_real_ = measure_realtime_offset(clock_ns);
 
   const int64_t t_start = clock_ns(CLOCK_MONOTONIC);
   TracerConfig tcfg;

@@ -4,6 +4,8 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
+#include <ctime>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -73,6 +75,23 @@ std::string format_duration(uint64_t ns);
 std::string format_json_line(const ReportHeader &h, const IntervalReport &r);
 // A person's view: per-stage ASCII histograms in the style of bcc's runqlat.
 std::string format_text(const ReportHeader &h, const IntervalReport &r);
+// CLOCK_REALTIME minus CLOCK_MONOTONIC, what turns the kernel's stamps into
+// wall time. One sample reads MONOTONIC, REALTIME, MONOTONIC: a thread
+// preempted between two reads (a busy host, a starved VM) would be off by
+// the time it lost, so the sample whose two MONOTONIC reads are closest wins,
+// and `window_ns` says how close they were (the offset's uncertainty).
+struct ClockOffset {
+  int64_t offset_ns = 0;
+  int64_t window_ns = 0;
+};
+using ClockRead = std::function<int64_t(clockid_t)>;
+ClockOffset measure_realtime_offset(const ClockRead &read, int samples = 8);
+// The offset to use from now on: the new one, unless its window is wider than
+// `max_window_ns` and an earlier one is known (a preempted measurement is
+// worse than an offset a few seconds old; NTP slews far slower than that).
+ClockOffset choose_realtime_offset(const ClockOffset &previous, const ClockOffset &fresh,
+                                   int64_t max_window_ns = 200'000);
+
 // One packet's whole timeline ("type":"outlier"). `mono_to_realtime_ns` is
 // added to each CLOCK_MONOTONIC stamp to give wall-clock nanoseconds.
 std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,

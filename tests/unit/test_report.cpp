@@ -2,6 +2,7 @@
 // against numbers computed here from the records fed in.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -444,4 +445,56 @@ TEST_CASE("format_text: an applicable stage with no samples says so", "[report][
   REQUIRE(text.find("no samples this interval") != std::string::npos);
   REQUIRE(text.find('*') == std::string::npos);
   REQUIRE(text.find("drops: none") != std::string::npos);
+}
+
+namespace {
+
+// A scripted pair of clocks: REALTIME runs `offset` ahead of MONOTONIC, each
+// read costs `step` ns, and the reads listed in `stalls` (by index) come
+// after the thread lost that many ns (preempted between two reads).
+struct ScriptedClocks {
+  int64_t mono = 1'000'000'000, offset = 1'700'000'000'000'000'000, step = 50;
+  std::vector<std::pair<int, int64_t>> stalls;
+  int reads = 0;
+  int64_t operator()(clockid_t id) {
+    for (auto &[at, ns] : stalls)
+      if (at == reads)
+        mono += ns;
+    reads++;
+    mono += step;
+    return id == CLOCK_REALTIME ? mono + offset : mono;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("measure_realtime_offset: a sample preempted between its reads is not used", "[report][clock]") {
+  ScriptedClocks c;
+  // The first sample stalls 12.8 ms between its REALTIME and second
+  // MONOTONIC read, the second between its first two reads: a plain
+  // REALTIME - MONOTONIC would be off by 12.8 ms (what a starved VM showed).
+  c.stalls = {{2, 12'800'000}, {4, 9'000'000}};
+  ClockRead read = [&](clockid_t id) { return c(id); };
+  const ClockOffset o = measure_realtime_offset(read, 4);
+  CHECK(o.window_ns == 2 * c.step);
+  CHECK(o.offset_ns == c.offset);  // midpoint of the bracket: exact here
+  CHECK(c.reads == 9);  // stopped at the first tight sample (the third)
+}
+
+TEST_CASE("measure_realtime_offset: every sample preempted gives the tightest, with its window", "[report][clock]") {
+  ScriptedClocks c;
+  c.stalls = {{1, 5'000'000}, {4, 3'000'000}, {7, 4'000'000}};
+  ClockRead read = [&](clockid_t id) { return c(id); };
+  const ClockOffset o = measure_realtime_offset(read, 3);
+  CHECK(o.window_ns == 3'000'000 + 2 * c.step);
+  // Off by at most half the window from the true offset.
+  CHECK(std::llabs(o.offset_ns - c.offset) <= o.window_ns / 2);
+}
+
+TEST_CASE("choose_realtime_offset keeps a known offset over a preempted measurement", "[report][clock]") {
+  const ClockOffset good{1000, 300}, preempted{13'000'000, 12'800'000}, tight{2000, 200};
+  CHECK(choose_realtime_offset({}, preempted).offset_ns == preempted.offset_ns);  // nothing better known
+  CHECK(choose_realtime_offset(good, preempted).offset_ns == good.offset_ns);
+  CHECK(choose_realtime_offset(good, tight).offset_ns == tight.offset_ns);  // the clock was stepped: follow it
+  CHECK(choose_realtime_offset(preempted, {5000, 900'000}).offset_ns == 5000);  // wide, but better than before
 }
