@@ -235,6 +235,101 @@ def datagram_len(i):
     return 32 + (i * 37) % 101
 
 
+def run_guest(args, qemu, accel, kernel, image, work, started):
+    """Boots the guest once, sends the traffic when it is ready; returns the
+    console lines, what was sent, and the console log's path."""
+    udp_port, tcp_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
+    # qemu must not outlive this script even if it is SIGKILLed and no
+    # finally: runs: timeout(1) bounds its life on its own. A guest that
+    # locks up panics (softlockup_panic) with every CPU's backtrace, and
+    # -no-reboot turns the panic into qemu's exit: a failure in seconds,
+    # with its traces, not a wait for the timeout.
+    cmd = ["timeout", "-s", "KILL", str(args.timeout + 30), qemu, *accel, "-m", "1024", "-smp", "2", "-nographic", "-no-reboot",
+           "-kernel", kernel["VMLINUZ"], "-initrd", image,
+           "-append", "console=ttyS0 quiet panic=-1 softlockup_panic=1 softlockup_all_cpu_backtrace=1",
+           "-netdev", f"user,id=n0,restrict=on,hostfwd=udp:127.0.0.1:{udp_port}-:5000,"
+                      f"hostfwd=tcp:127.0.0.1:{tcp_port}-:5001",
+           "-device", "e1000,netdev=n0"]
+    log("qemu: " + " ".join(cmd))
+    console = os.path.join(work, "console.log")
+    guest = Guest(cmd, console)
+    deadline = started + args.timeout
+    udp_sent = tcp_sent = 0
+    try:
+        ready = guest.wait_for(MARK + "READY", deadline - time.monotonic())
+        if ready is None:
+            guest.wait_for(MARK + "END", 10)
+            end = marker(guest.lines, "END")
+            log(f"guest never became ready (END {end}); console in {console}")
+            return guest.lines, 0, 0, console
+        log(f"guest ready after {time.monotonic() - started:.1f} s; sending")
+        sending = time.monotonic()
+        tcp_sent = send_traffic(udp_port, tcp_port, args.datagrams, args.tcp_writes, args.tcp_size)
+        udp_sent = args.datagrams
+        log(f"sent {udp_sent} datagrams and {tcp_sent} TCP bytes in {time.monotonic() - sending:.1f} s")
+        if not guest.wait_exit(max(1, deadline - time.monotonic())):
+            log(f"guest still running after {args.timeout} s: killing qemu")
+    finally:
+        guest.kill()
+    return guest.lines, udp_sent, tcp_sent, console
+
+
+LOCKUP_RE = re.compile(r"soft lockup - CPU#\d+ stuck|rcu: INFO: rcu_\w+ (self-)?detected stall|Kernel panic - not syncing: softlockup")
+
+
+def guest_lockup(lines):
+    """The console from the guest's first lockup report on, or []."""
+    i = next((i for i, l in enumerate(lines) if LOCKUP_RE.search(l)), None)
+    return [] if i is None else lines[i:]
+
+
+def report_lockup(lines):
+    """Each CPU's report in a lockup: what it ran (RIP) and its first frames."""
+    shown = 0
+    for i, line in enumerate(lines):
+        if "soft lockup - CPU#" in line or "NMI backtrace for cpu" in line or "Sending NMI" in line:
+            print("| " + line)
+            frames = 0
+            for l in lines[i + 1:i + 80]:
+                if "soft lockup - CPU#" in l or "NMI backtrace for cpu" in l:
+                    break
+                if " RIP: " in l or l.strip().endswith("RIP:") or "Call Trace" in l or "Comm:" in l:
+                    print("| " + l)
+                elif re.search(r"\] +(\? )?[a-z_][\w.]*\+0x", l) and frames < 14:
+                    print("| " + l)
+                    frames += 1
+            shown += 1
+            if shown >= 6:
+                break
+
+
+def host_cpu_times():
+    """CPU seconds each host process has used: {pid: (comm, seconds)}."""
+    out, hz = {}, os.sysconf("SC_CLK_TCK")
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        comm = stat[stat.index("(") + 1:stat.rindex(")")]
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[int(pid)] = (comm, (int(fields[11]) + int(fields[12])) / hz)
+    return out
+
+
+def report_host_cpu(before, after):
+    """The host's busiest processes over the guest's run: a starved TCG guest
+    shows who took its CPUs."""
+    used = sorted(((t - before.get(pid, (c, 0))[1], pid, c) for pid, (c, t) in after.items()), reverse=True)
+    with open("/proc/loadavg") as f:
+        log(f"host load average: {f.read().strip()}; busiest processes meanwhile (CPU s):")
+    for secs, pid, comm in used[:6]:
+        log(f"  {secs:7.1f}  {pid:>7}  {comm}")
+
+
 def send_traffic(udp_port, tcp_port, datagrams, tcp_writes, tcp_size):
     udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     for i in range(datagrams):
@@ -567,47 +662,35 @@ def main():
                             args.extra_bin, args.guest_cmd, args.extra_file, args.guest_post_cmd,
                             args.reader_first)
 
-    udp_port, tcp_port = free_port(socket.SOCK_DGRAM), free_port(socket.SOCK_STREAM)
     # KVM when usable (qemu falls back to the next -accel if it fails), else TCG.
-    accel = (["-accel", "kvm", "-accel", "tcg"] if os.access("/dev/kvm", os.R_OK | os.W_OK)
-             else ["-accel", "tcg"])
-    # qemu must not outlive this script even if it is SIGKILLed and no
-    # finally: runs: timeout(1) bounds its life on its own.
-    cmd = ["timeout", "-s", "KILL", str(args.timeout + 30), qemu, *accel, "-m", "1024", "-smp", "2", "-nographic", "-no-reboot",
-           "-kernel", kernel["VMLINUZ"], "-initrd", image,
-           "-append", "console=ttyS0 quiet panic=-1",
-           "-netdev", f"user,id=n0,restrict=on,hostfwd=udp:127.0.0.1:{udp_port}-:5000,"
-                      f"hostfwd=tcp:127.0.0.1:{tcp_port}-:5001",
-           "-device", "e1000,netdev=n0"]
-    log("qemu: " + " ".join(cmd))
-    console = os.path.join(work, "console.log")
-    guest = Guest(cmd, console)
-    deadline = started + args.timeout
-    udp_sent = tcp_sent = 0
-    try:
-        ready = guest.wait_for(MARK + "READY", deadline - time.monotonic())
-        if ready is None:
-            guest.wait_for(MARK + "END", 10)
-            end = marker(guest.lines, "END")
-            log(f"guest never became ready (END {end}); console in {console}")
-            guest.kill()
-            judge(guest.lines, args, 0, 0)
-            return 1
-        log(f"guest ready after {time.monotonic() - started:.1f} s; sending")
-        sending = time.monotonic()
-        tcp_sent = send_traffic(udp_port, tcp_port, args.datagrams, args.tcp_writes, args.tcp_size)
-        udp_sent = args.datagrams
-        log(f"sent {udp_sent} datagrams and {tcp_sent} TCP bytes in {time.monotonic() - sending:.1f} s")
-        if not guest.wait_exit(max(1, deadline - time.monotonic())):
-            log(f"guest still running after {args.timeout} s: killing qemu")
-    finally:
-        guest.kill()
-        if not args.work:  # a temporary directory: keep only the console log
-            os.remove(image)
-    v = judge(guest.lines, args, udp_sent, tcp_sent)
+    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    accel = ["-accel", "kvm", "-accel", "tcg"] if kvm else ["-accel", "tcg"]
+    cpu_before = host_cpu_times()
+    lines, udp_sent, tcp_sent, console = run_guest(args, qemu, accel, kernel, image, work, started)
+    lockup = guest_lockup(lines)
+    if lockup and not kvm:
+        # Under TCG the guest's CPUs are host threads that a busy host can
+        # starve for seconds, and the guest's watchdog then reports them as
+        # locked up. One more boot tells that from a lockup netlatd causes
+        # (which repeats); the first console is kept, and its traces shown.
+        log("RETRY: the guest locked up under TCG (no KVM here); what the host ran meanwhile:")
+        report_host_cpu(cpu_before, host_cpu_times())
+        report_lockup(lockup)
+        first = os.path.join(work, "console-first-attempt.log")
+        os.replace(console, first)
+        log(f"first attempt's console kept in {first}; booting again")
+        cpu_before = host_cpu_times()
+        lines, udp_sent, tcp_sent, console = run_guest(args, qemu, accel, kernel, image, work, time.monotonic())
+    if not args.work:  # a temporary directory: keep only the console log
+        os.remove(image)
+    v = judge(lines, args, udp_sent, tcp_sent)
     log(f"took {time.monotonic() - started:.1f} s; console in {console}")
     if v.failures:
-        dmesg, _ = section(guest.lines, "DMESG")
+        lockup = guest_lockup(lines)
+        if lockup:
+            report_host_cpu(cpu_before, host_cpu_times())
+            report_lockup(lockup)
+        dmesg, _ = section(lines, "DMESG")
         if dmesg:
             log("the guest's dmesg, last 40 lines:")
             for line in dmesg[-40:]:
