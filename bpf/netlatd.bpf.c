@@ -1156,7 +1156,14 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	st->h.read_ns = now;
 	skip_dead(st);
 
-	if (st->h.l4proto == IPPROTO_UDP) {
+	/* The FIFO's creator writes its protocol just after inserting it: a
+	 * read that instant (the first datagram's, from another CPU) finds 0
+	 * there, and would take the TCP path, lose its record and leave every
+	 * later one a datagram behind. Then the socket says. */
+	__u8 proto = st->h.l4proto;
+	if (!proto)
+		proto = sk->sk_protocol;
+	if (proto == IPPROTO_UDP) {
 		/* Where the receive return is an fexit, skb_consume_udp (fentry)
 		 * named the datagram this call read: pop up to its slot. Slots
 		 * before it were read by calls the fexit did not see (one in
