@@ -40,6 +40,10 @@ const volatile __u32 targ_nports = 0;
 /* Force a reader wake-up once this much data waits in the ring; below it,
  * records are submitted without a wake-up and the daemon drains on a timer. */
 const volatile __u64 targ_wakeup_bytes = 1 << 20;
+/* The UDP enqueue hook runs after the datagram is on the socket's queue
+ * (sock:sk_data_ready, fexit): then a published slot is a queued or read
+ * datagram, never one still on its way to the queue. */
+const volatile bool targ_push_after_queue = true;
 
 /* Updated by the daemon while running (the interface may go and come back). */
 volatile __u32 cfg_ifindex = 0;
@@ -199,6 +203,16 @@ struct {
 	__type(key, __u32);
 	__type(value, struct cpu_state);
 } cpu_states SEC(".maps");
+
+/* Sockets a receive call found without a FIFO, by a hash of the address:
+ * written and read only on those rare paths (see fifo_get). */
+#define NOFIFO_HINTS 64
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NOFIFO_HINTS);
+	__type(key, __u32);
+	__type(value, __u64);
+} nofifo_reads SEC(".maps");
 
 /* A zeroed sock_fifo to insert from: too large for the BPF stack. Never written. */
 struct {
@@ -566,6 +580,16 @@ static __always_inline struct fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool cr
 	struct fifo *st = fifo_at(v, &off);
 	v->fifo_off = off;
 	st->h.l4proto = l4proto;
+	/* A read may have taken this socket's first datagram while the FIFO
+	 * (128 KiB to clear) was being made, the datagram found on the queue
+	 * before: it is pushed now, and its slot would be popped by the next
+	 * read. The reader realigns at the next drain (see realign_at_drain). */
+	__u32 hk = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
+	__u64 *hint = bpf_map_lookup_elem(&nofifo_reads, &hk);
+	if (hint && *hint == sk_key) {
+		*hint = 0;
+		st->h.suspect = 1;
+	}
 	return st;
 }
 
@@ -1137,6 +1161,30 @@ static __always_inline void skip_dead(struct fifo *st)
 	}
 }
 
+/* A read found the FIFO empty or missing (see on_recv_return, fifo_get) and
+ * the socket's queues are empty now: every published slot's datagram has been
+ * read (a slot is published once its datagram is queued). Pops them all; this
+ * read's record is the newest live one, and the older ones are the datagrams
+ * of those reads, counted then (untracked_dequeue), not again. Rare: only
+ * after such a read, and only when the reader has caught up. */
+static __always_inline void realign_at_drain(struct fifo *st, __u32 h, __u64 now, __u64 pid_tgid)
+{
+	st->h.suspect = 0;
+	__u32 n = 0, last_live = 0;
+	for (__u32 i = 0; i < UDP_POP_MAX; i++) {
+		struct sock_fifo_slot *s = &st->slots[(h + i) & (NETLATD_SOCK_FIFO_SLOTS - 1)];
+		if (s->seq != h + i + 1)
+			break;
+		n = i + 1;
+		if (!s->dead)
+			last_live = i + 1;
+	}
+	if (!n || __sync_val_compare_and_swap(&st->h.head, h, h + n) != h)
+		return;
+	if (last_live)
+		emit(&st->slots[(h + last_live - 1) & (NETLATD_SOCK_FIFO_SLOTS - 1)], now, pid_tgid);
+}
+
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
 	ARM(ARMED_RECV_RETURN);
@@ -1148,8 +1196,14 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		return 0;
 	__u64 sk_key = (__u64)sk;
 	struct fifo *st = fifo_get(sk_key, 0, false);
-	if (!st)
+	if (!st) {
+		/* Its FIFO may be being made right now (see fifo_get). */
+		__u32 hk = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
+		__u64 *hint = bpf_map_lookup_elem(&nofifo_reads, &hk);
+		if (hint)
+			*hint = sk_key;
 		return 0;
+	}
 
 	__u64 now = bpf_ktime_get_ns();
 	__u64 pid_tgid = bpf_get_current_pid_tgid();
@@ -1206,6 +1260,12 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 			/* The producers' line is read only here. */
 			if (h == st->h.tail) {
 				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				/* Its datagram may still be pushed (the data-ready
+				 * call found it queued before this read took it):
+				 * that slot would then be popped by the next read,
+				 * every record after it one read late. */
+				if (!st->h.suspect)
+					st->h.suspect = 1;
 				return 0;
 			}
 			/* Reserved, not yet published: this read takes the slot
@@ -1241,6 +1301,10 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		 * of the newest slots. */
 		if (slot->skb && slot->skb == next && !stash_find(next) && !queued_again(st, h, next)) {
 			COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+			return 0;
+		}
+		if (st->h.suspect && !next && targ_push_after_queue) {
+			realign_at_drain(st, h, now, pid_tgid);
 			return 0;
 		}
 		if (__sync_val_compare_and_swap(&st->h.head, h, h + 1) != h)

@@ -125,6 +125,9 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     skel->rodata->targ_ports[i] = config.ports[i];
   skel->rodata->targ_nports = static_cast<__u32>(config.ports.size());
   skel->rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
+  // fentry runs before the datagram is queued: a published slot may then be
+  // one not yet on the queue.
+  skel->rodata->targ_push_after_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) != 0;
   if (int err = bpf_map__set_max_entries(skel->maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 
