@@ -636,8 +636,10 @@ static __always_inline bool published_soon(struct sock_fifo_slot *slot, __u32 id
 
 /* Moves the packet of `skb` (its stash entry `e`) to the FIFO of `sk`;
  * returns its slot index + 1, or 0 when it was not queued (or was emitted at
- * once). */
-static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_stash_entry *e, __u64 now)
+ * once). `queued`: the skb, where the hook found it on a queue after its
+ * queueing (sock:sk_data_ready), to check it is still there; else NULL. */
+static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netlatd_stash_entry *e, __u64 now,
+				       struct sk_buff *queued)
 {
 	struct fifo *st = fifo_get(sk_key, e->rx.l4proto, true);
 	if (!st) {
@@ -667,7 +669,17 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	struct netlatd_rx rx;
 	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
 	__u32 *pend = &st->h.pend_seq[idx & (NETLATD_FIFO_PEND - 1)];
-	if (!stash_claim(e, skb_key)) {
+	/* Found on a queue, but a reader may have taken it since (dequeued, an
+	 * skb is unlinked: next is NULL): that read found no slot for it, and
+	 * was counted; pushed now, the slot would be popped by a later read,
+	 * every record after it one read late until the queues drain (see
+	 * realign_at_drain). It is published dead instead. A read whose return
+	 * came after this reservation took this slot (pend): its record is
+	 * lost, and counted below. */
+	bool taken = queued && !queued->next;
+	if (taken)
+		stash_claim(e, skb_key);
+	if (taken || !stash_claim(e, skb_key)) {
 		slot->skb = 0;
 		slot->dead = 1;
 		publish(slot, idx);
@@ -708,7 +720,7 @@ __noinline int netlatd_push_older(__u32 i, __u64 now)
 	struct netlatd_stash_entry *e = stash_find(skb_key);
 	if (!e)
 		return 0;
-	return fifo_push(sk_key, skb_key, e, now) != 0;
+	return fifo_push(sk_key, skb_key, e, now, bpf_core_cast((void *)skb_key, struct sk_buff)) != 0;
 }
 
 /* A TCP segment coalesced into another skb (see on_tcp_probe); the socket is
@@ -722,16 +734,16 @@ __noinline int netlatd_push_segment(__u64 skb_key, __u32 end_seq, __u64 now)
 	/* The freed skb's address may carry a newer packet by now. */
 	if (!e || e->rx.end_seq != end_seq || e->rx.l4proto != IPPROTO_TCP)
 		return 0;
-	return fifo_push(cs->batch_sk, skb_key, e, now) != 0;
+	return fifo_push(cs->batch_sk, skb_key, e, now, 0) != 0;
 }
 
 /* `wake_follows`: the hook runs before the enqueue call's wake-up (the
  * tracepoints, fentry); after it (fexit) no hint may be left, or an
  * unrelated later waking would be stamped. */
 static __always_inline void enqueue_tracked(void *sk, __u64 skb_key, struct netlatd_stash_entry *e,
-					    __u64 now, bool wake_follows)
+					    __u64 now, bool wake_follows, struct sk_buff *queued)
 {
-	__u32 pushed = fifo_push((__u64)sk, skb_key, e, now);
+	__u32 pushed = fifo_push((__u64)sk, skb_key, e, now, queued);
 	if (!pushed || !wake_follows)
 		return;
 	__u32 idx = pushed - 1;
@@ -756,7 +768,7 @@ static __always_inline bool try_enqueue_skb(void *sk, struct sk_buff *skb, __u64
 	struct netlatd_stash_entry *e = stash_find(key);
 	if (!e)
 		return false;
-	enqueue_tracked(sk, key, e, now, wake_follows);
+	enqueue_tracked(sk, key, e, now, wake_follows, 0);
 	return true;
 }
 
@@ -777,7 +789,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 	struct sk_buff *skb = tail->prev;
 	__u64 key = (__u64)skb;
 	if (!skb || (void *)skb == (void *)q || !stash_find(key)) {
-		enqueue_tracked(sk, tail_key, e, now, true);
+		enqueue_tracked(sk, tail_key, e, now, true, tail);
 		return 1;
 	}
 	/* A batch: collect it back from the tail, then move it oldest first,
@@ -802,7 +814,7 @@ static __always_inline int enqueue_from_tail(struct sock *sk, struct sk_buff_hea
 			netlatd_push_older(i, now);
 	}
 	/* The tail's entry found above: the claim checks it is still its. */
-	enqueue_tracked(sk, tail_key, e, now, true);
+	enqueue_tracked(sk, tail_key, e, now, true, tail);
 	return n;
 }
 
@@ -936,7 +948,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 	struct netlatd_stash_entry *e = stash_find(key);
 	if (e) {
 		__u32 own_end = e->rx.end_seq;
-		enqueue_tracked(sk, key, e, now, true);
+		enqueue_tracked(sk, key, e, now, true, 0);
 		if (own_end == end)
 			return 0; /* the common case: nothing coalesced into it */
 		seq = own_end;
