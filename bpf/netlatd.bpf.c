@@ -582,13 +582,17 @@ static __always_inline struct fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool cr
 	st->h.l4proto = l4proto;
 	/* A read may have taken this socket's first datagram while the FIFO
 	 * (128 KiB to clear) was being made, the datagram found on the queue
-	 * before: it is pushed now, and its slot would be popped by the next
-	 * read. The reader realigns at the next drain (see realign_at_drain). */
+	 * before: its push finds it unlinked (see fifo_push), and the reader
+	 * realigns at the next drain should that miss (realign_at_drain). */
 	__u32 hk = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
 	__u64 *hint = bpf_map_lookup_elem(&nofifo_reads, &hk);
 	if (hint && *hint == sk_key) {
+		/* That read had no record: counted here, once. It found the
+		 * FIFO empty at index 0, in effect (see fifo_push). */
 		*hint = 0;
 		st->h.suspect = 1;
+		st->h.empty_at = 1;
+		COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
 	}
 	return st;
 }
@@ -670,13 +674,19 @@ static __always_inline __u32 fifo_push(__u64 sk_key, __u64 skb_key, struct netla
 	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
 	__u32 *pend = &st->h.pend_seq[idx & (NETLATD_FIFO_PEND - 1)];
 	/* Found on a queue, but a reader may have taken it since (dequeued, an
-	 * skb is unlinked: next is NULL): that read found no slot for it, and
-	 * was counted; pushed now, the slot would be popped by a later read,
-	 * every record after it one read late until the queues drain (see
-	 * realign_at_drain). It is published dead instead. A read whose return
-	 * came after this reservation took this slot (pend): its record is
-	 * lost, and counted below. */
-	bool taken = queued && !queued->next;
+	 * skb is unlinked: next is NULL). If that read's return came before
+	 * this reservation, it found the FIFO empty at this index or an earlier
+	 * one (empty_at) and was counted; pushed now, the slot would be popped
+	 * by a later read, every record after it one read late until the
+	 * queues drain (see realign_at_drain): it is published dead instead,
+	 * once per such read. Otherwise the read's return is still to come and
+	 * takes this slot, with its record. */
+	bool taken = false;
+	if (queued && !queued->next) {
+		__u32 empty = st->h.empty_at;
+		taken = empty && (__s32)(idx + 1 - empty) >= 0 &&
+			__sync_val_compare_and_swap(&st->h.empty_at, empty, 0) == empty;
+	}
 	if (taken)
 		stash_claim(e, skb_key);
 	if (taken || !stash_claim(e, skb_key)) {
@@ -1272,6 +1282,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 			/* The producers' line is read only here. */
 			if (h == st->h.tail) {
 				COUNT(drops, NETLATD_DROP_UNTRACKED_DEQUEUE);
+				st->h.empty_at = h + 1; /* see fifo_push */
 				/* Its datagram may still be pushed (the data-ready
 				 * call found it queued before this read took it):
 				 * that slot would then be popped by the next read,

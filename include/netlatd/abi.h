@@ -121,7 +121,9 @@ struct netlatd_fifo_hdr {
 	__u32 suspect;    /* a read found the FIFO empty: realign at the next drain */
 	__u64 read_ns;    /* last receive return */
 	__u8 l4proto;     /* set once, at creation; read by every receive return */
-	__u8 _pad3[47];
+	__u8 _pad3[3];
+	__u32 empty_at;   /* index + 1 at which a read last found the FIFO empty, 0 = none */
+	__u8 _pad4[40];
 };
 
 /* A value of the `sockets` map starts with a __u32 giving the offset of the
