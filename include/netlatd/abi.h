@@ -118,7 +118,8 @@ struct netlatd_fifo_hdr {
 	__u8 _pad1[32];
 	/* Written by readers. */
 	__u32 head;       /* next slot to pop */
-	__u32 suspect;    /* a read found the FIFO empty: realign at the next drain */
+	__u32 suspect;    /* a read found the FIFO empty: realign at the next drain, even
+			   * if a dead push answered empty_at (it may have been another's) */
 	__u64 read_ns;    /* last receive return */
 	__u8 l4proto;     /* set once, at creation; read by every receive return */
 	__u8 _pad3[3];
