@@ -214,6 +214,7 @@ struct {
 	__type(value, __u64);
 } nofifo_reads SEC(".maps");
 
+
 /* A zeroed sock_fifo to insert from: too large for the BPF stack. Never written. */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -559,6 +560,12 @@ static __always_inline struct fifo *fifo_at(struct sock_fifo *v, __u32 *off_out)
 	return (struct fifo *)((void *)v + off);
 }
 
+static __always_inline __u64 *nofifo_hint(__u64 sk_key)
+{
+	__u32 k = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
+	return bpf_map_lookup_elem(&nofifo_reads, &k);
+}
+
 static __always_inline struct fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool create)
 {
 	struct sock_fifo *v = bpf_map_lookup_elem(&sockets, &sk_key);
@@ -584,8 +591,7 @@ static __always_inline struct fifo *fifo_get(__u64 sk_key, __u8 l4proto, bool cr
 	 * (128 KiB to clear) was being made, the datagram found on the queue
 	 * before: its push finds it unlinked (see fifo_push), and the reader
 	 * realigns at the next drain should that miss (realign_at_drain). */
-	__u32 hk = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
-	__u64 *hint = bpf_map_lookup_elem(&nofifo_reads, &hk);
+	__u64 *hint = nofifo_hint(sk_key);
 	if (hint && *hint == sk_key) {
 		/* That read had no record: counted here, once. It found the
 		 * FIFO empty at index 0, in effect (see fifo_push). */
@@ -1220,8 +1226,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 	struct fifo *st = fifo_get(sk_key, 0, false);
 	if (!st) {
 		/* Its FIFO may be being made right now (see fifo_get). */
-		__u32 hk = (ptr_low32(sk_key) >> 6) % NOFIFO_HINTS;
-		__u64 *hint = bpf_map_lookup_elem(&nofifo_reads, &hk);
+		__u64 *hint = nofifo_hint(sk_key);
 		if (hint)
 			*hint = sk_key;
 		return 0;
