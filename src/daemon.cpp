@@ -51,12 +51,12 @@ const char *drop_name(int i) {
   case NETLATD_DROP_RINGBUF_FULL: return "ringbuf_full";
   case NETLATD_DROP_INFLIGHT_FULL: return "inflight_full";
   case NETLATD_DROP_SOCK_FIFO_FULL: return "sock_fifo_full";
-  case NETLATD_DROP_SOCKETS_FULL: return "sockets_full";
+  case NETLATD_DROP_SOCK_STATE_FAILED: return "sock_state_failed";
   case NETLATD_DROP_STACK_DROPPED: return "stack_dropped";
-  case NETLATD_DROP_UNTRACKED_DEQUEUE: return "untracked_dequeue";
   case NETLATD_DROP_UNJOINED: return "unjoined_reused";
   case NETLATD_DROP_UNSEEN_READ: return "unseen_read";
-  case NETLATD_DROP_REORDERED: return "reordered";
+  case NETLATD_DROP_TCP_SEGS_FULL: return "tcp_segs_full";
+  case NETLATD_DROP_TCP_RANGE_UNKNOWN: return "tcp_range_unknown";
   }
   return "unknown";
 }
@@ -178,6 +178,11 @@ int run_check(const Options &opts, const KernelFeatures &features) {
       std::printf("\ninterface %s: NOT FOUND\n", opts.iface.c_str());
     }
   }
+  std::printf("\nUDP reads are tied to their datagram %s\n", std::string(udp_join_description(plan.udp_join)).c_str());
+  std::printf("the read's start (where oncpu begins): %s\n",
+              plan.has(Point::RecvCallStart)
+                  ? "the receive call's start (fentry/sock_recvmsg)"
+                  : "known only for readers asleep in the receive call (no hook gives a call's start here)");
   ReportHeader h;
   fill_stage_hooks(h, plan, opts.iface.empty() ? 1 : irqs);
   std::printf("\nstages:\n");
@@ -273,6 +278,7 @@ private:
   std::chrono::system_clock::time_point interval_start_wall_;
   int64_t next_report_ = 0;
   std::array<uint64_t, NETLATD_DROP_COUNT> prev_drops_{};
+  std::array<uint64_t, NETLATD_CNT_COUNT> prev_counters_{};
   uint64_t prev_sink_dropped_ = 0, prev_outliers_suppressed_ = 0;
   uint64_t expired_inflight_ = 0, expired_unread_ = 0;
   uint64_t total_packets_ = 0, total_lost_ = 0;
@@ -336,8 +342,11 @@ void Service::on_record(const netlatd_packet &p) {
   agg_.add(p);
   metrics_delta_.add(p);
   if (opts_.outliers_over_ns) {
+    // A record without a reader has no total: it is shown only when every
+    // record is asked for (--outliers-over 0).
     auto total = stage_duration(p, Stage::Total);
-    if (total && *total > *opts_.outliers_over_ns) {
+    const bool all = *opts_.outliers_over_ns == 0;
+    if ((total && *total > *opts_.outliers_over_ns) || (all && p.reader_unknown != NETLATD_READER_KNOWN)) {
       if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
         sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
       else
@@ -384,6 +393,7 @@ void Service::end_interval(bool final) {
   expired_inflight_ += sweep.expired_inflight;
   expired_unread_ += sweep.expired_unread;
   auto drops = tracer_->drop_totals();
+  auto counters = tracer_->counter_totals();
   IntervalReport r;
   r.start = interval_start_wall_;
   r.end = std::chrono::system_clock::now();
@@ -396,6 +406,13 @@ void Service::end_interval(bool final) {
   const uint64_t sd = sink_dropped();
   r.drops["output_dropped"] = sd - prev_sink_dropped_;
   r.drops["outliers_rate_limited"] = outliers_suppressed_ - prev_outliers_suppressed_;
+  r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
+  r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
+  if (plan_.has(Point::NapiPoll))
+    r.napi = NapiStats{counters[NETLATD_CNT_NAPI_POLLS] - prev_counters_[NETLATD_CNT_NAPI_POLLS],
+                       counters[NETLATD_CNT_NAPI_PACKETS] - prev_counters_[NETLATD_CNT_NAPI_PACKETS],
+                       counters[NETLATD_CNT_NAPI_BUDGET_FULL] - prev_counters_[NETLATD_CNT_NAPI_BUDGET_FULL]};
+  prev_counters_ = counters;
   prev_drops_ = drops;
   prev_sink_dropped_ = sd;
   prev_outliers_suppressed_ = outliers_suppressed_;
@@ -638,6 +655,7 @@ int Service::run() {
   interval_start_wall_ = std::chrono::system_clock::now();
   next_report_ = clock_ns(CLOCK_MONOTONIC) + interval_ns_;
   prev_drops_ = tracer_->drop_totals();
+  prev_counters_ = tracer_->counter_totals();
   int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + kSecond;
   int64_t next_publish = 0;
 
