@@ -27,14 +27,11 @@ std::optional<InterfaceInfo> lookup_interface(const std::string &name, const std
   InterfaceInfo info;
   info.name = name;
   info.ifindex = idx;
-  if (irq_override.empty()) {
-    std::ifstream f("/proc/interrupts");
-    std::stringstream text;
-    text << f.rdbuf();
-    info.irq_lines = find_irq_lines("/", name, text.str());
-  } else {
-    info.irq_lines = irq_lines_given(irq_override);
-  }
+  std::ifstream f("/proc/interrupts");
+  std::stringstream interrupts;
+  interrupts << f.rdbuf();
+  info.irq_lines = irq_override.empty() ? find_irq_lines("/", name, interrupts.str())
+                                        : irq_lines_given(irq_override, interrupts.str());
   info.irqs = counted_irqs(info.irq_lines);
   std::error_code ec;
   fs::path drv = fs::read_symlink(fs::path("/sys/class/net") / name / "device" / "driver", ec);

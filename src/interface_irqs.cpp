@@ -293,10 +293,17 @@ std::vector<IrqLine> find_irq_lines(const fs::path &root, const std::string &ifn
   return lines;
 }
 
-std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs) {
+std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs, std::string_view proc_interrupts) {
+  std::map<int, std::string> names;
+  for (const InterruptsLine &l : parse_proc_interrupts(proc_interrupts)) {
+    std::string joined;
+    for (const std::string &a : l.actions)
+      joined += (joined.empty() ? "" : ",") + a;
+    names[l.irq] = joined;
+  }
   std::vector<IrqLine> lines;
   for (int irq : irqs)
-    lines.push_back(IrqLine{irq, "", "--irq", "given", true});
+    lines.push_back(IrqLine{irq, names[irq], "--irq", "given", true});
   return lines;
 }
 

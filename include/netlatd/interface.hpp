@@ -58,8 +58,8 @@ std::vector<InterruptsLine> parse_proc_interrupts(std::string_view text);
 // Each line's role comes from its handler's name; see IrqLine. Sorted by irq.
 std::vector<IrqLine> find_irq_lines(const std::filesystem::path &root, const std::string &ifname,
                                     std::string_view proc_interrupts);
-// The lines --irq names, all counted.
-std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs);
+// The lines --irq names, all counted, with their names in /proc/interrupts.
+std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs, std::string_view proc_interrupts);
 // The counted lines' numbers, sorted.
 std::vector<int> counted_irqs(const std::vector<IrqLine> &lines);
 // One line per IRQ line for --check and the log: number, counted or not and

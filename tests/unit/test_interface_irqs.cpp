@@ -162,9 +162,11 @@ TEST_CASE("the lines --irq gives are all counted", "[interface][irq][cli]") {
   CHECK(parse_irq_list("24,25") == std::vector<int>{24, 25});
   CHECK(parse_irq_list("27-29,24,28") == std::vector<int>{24, 27, 28, 29});
   CHECK(parse_irq_list("0") == std::vector<int>{0});
-  auto given = irq_lines_given({24, 31});
-  CHECK(counted_irqs(given) == std::vector<int>{24, 31});
+  auto given = irq_lines_given({25, 31}, read_text(kFixtures + "e1000e/interrupts"));
+  CHECK(counted_irqs(given) == std::vector<int>{25, 31});
   CHECK(given[0].found_by == "--irq");
+  CHECK(given[0].name == "eth0-tx-0");
+  CHECK(given[1].name.empty());
   auto rows = describe_irq_lines(lines_of("virtio-net", "eth0"));
   REQUIRE(rows.size() == 3);
   CHECK(rows[1].rfind("irq 25    counted      receive", 0) == 0);
