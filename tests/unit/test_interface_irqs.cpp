@@ -2,8 +2,6 @@
 // /proc/interrupts as the NICs in question present them (tests/unit/fixtures/irq:
 // e1000, e1000e and virtio-net copied from Debian 6.1/6.12 guests in qemu;
 // mlx5, gve, ena, igb-like and an SoC device modelled on their drivers' names).
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <catch2/catch_test_macros.hpp>
@@ -11,6 +9,7 @@
 #include "netlatd/errors.hpp"
 #include "netlatd/interface.hpp"
 #include "netlatd/options.hpp"
+#include "scratch.hpp"
 
 using namespace netlatd;
 
@@ -18,18 +17,10 @@ namespace {
 
 const std::string kFixtures = std::string(NETLATD_SOURCE_DIR) + "/tests/unit/fixtures/irq/";
 
-std::string read_text(const std::string &path) {
-  std::ifstream f(path);
-  REQUIRE(f);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
 std::vector<IrqLine> lines_of(const std::string &fixture, const std::string &ifname,
                               const std::string &interrupts_from = "") {
   const std::string root = kFixtures + fixture;
-  return find_irq_lines(root, ifname, read_text(kFixtures + (interrupts_from.empty() ? fixture : interrupts_from) +
+  return find_irq_lines(root, ifname, nltest::read_file(kFixtures + (interrupts_from.empty() ? fixture : interrupts_from) +
                                                 "/interrupts"));
 }
 
@@ -123,7 +114,7 @@ TEST_CASE("a device without IRQ files in sysfs: lines named after it", "[interfa
 }
 
 TEST_CASE("/proc/interrupts: odd lines are skipped, never thrown on", "[interface][irq]") {
-  auto table = parse_proc_interrupts(read_text(kFixtures + "odd/interrupts"));
+  auto table = parse_proc_interrupts(nltest::read_file(kFixtures + "odd/interrupts"));
   std::vector<int> irqs;
   for (const InterruptsLine &l : table)
     irqs.push_back(l.irq);
@@ -149,12 +140,12 @@ TEST_CASE("/proc/interrupts: odd lines are skipped, never thrown on", "[interfac
 }
 
 TEST_CASE("arm64 and shared lines parse", "[interface][irq]") {
-  auto table = parse_proc_interrupts(read_text(kFixtures + "platform/interrupts"));
+  auto table = parse_proc_interrupts(nltest::read_file(kFixtures + "platform/interrupts"));
   REQUIRE(table.size() == 4);
   CHECK(table[0].chip == "GICv3");
   CHECK(table[0].actions == std::vector<std::string>{"arch_timer"});
   CHECK(table[1].actions == std::vector<std::string>{"mmc0", "eth0:wol"});
-  auto mlx = parse_proc_interrupts(read_text(kFixtures + "mlx5/interrupts"));
+  auto mlx = parse_proc_interrupts(nltest::read_file(kFixtures + "mlx5/interrupts"));
   CHECK(mlx.at(3).actions == std::vector<std::string>{"PCIe PME", "pciehp"});
 }
 
@@ -162,7 +153,7 @@ TEST_CASE("the lines --irq gives are all counted", "[interface][irq][cli]") {
   CHECK(parse_irq_list("24,25") == std::vector<int>{24, 25});
   CHECK(parse_irq_list("27-29,24,28") == std::vector<int>{24, 27, 28, 29});
   CHECK(parse_irq_list("0") == std::vector<int>{0});
-  auto given = irq_lines_given({25, 31}, read_text(kFixtures + "e1000e/interrupts"));
+  auto given = irq_lines_given({25, 31}, nltest::read_file(kFixtures + "e1000e/interrupts"));
   CHECK(counted_irqs(given) == std::vector<int>{25, 31});
   CHECK(given[0].found_by == "--irq");
   CHECK(given[0].name == "eth0-tx-0");
