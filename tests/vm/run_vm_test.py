@@ -169,7 +169,8 @@ def judge_run(args, ctx, guest, sent, started):
     for phase, s in ctx.stats.items():
         if s.get("packets"):
             log(f"SUMMARY {args.guest} {phase}: irq stage {s['irq']} of {s['packets']} packets "
-                f"({100.0 * s['irq'] / s['packets']:.1f} %), unordered {s['unordered']}")
+                f"({100.0 * s['irq'] / s['packets']:.1f} %), irq stamp on {s.get('datagrams_irq', 0)} of "
+                f"{s.get('datagrams', 0)} UDP datagrams, unordered {s['unordered']}")
     return v
 
 

@@ -223,6 +223,12 @@ def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats):
     for name in EXACT_STAGES:
         v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
     judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen)
+    udp_timelines = [t for t in timelines if t.get("proto") == "udp"]
+    stats.update(datagrams=len(udp_timelines),
+                 datagrams_irq=sum("irq" in (t.get("stamps") or {}) for t in udp_timelines))
+    if udp_timelines:
+        v.check(stats["datagrams_irq"] >= 0.95 * len(udp_timelines),
+                f"irq stamped for {stats['datagrams_irq']} >= 95% of {len(udp_timelines)} UDP datagrams")
     if guest["series"] == "6.1":
         judge_61_hooks(v, hooks)
 
