@@ -549,7 +549,7 @@ void Service::apply(Options next) {
     }
   }
   if (next.irqs != opts_.irqs) {
-    changed.push_back(next.irqs.empty() ? "irq: found again" : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
+    changed.push_back(next.irqs.empty() ? "irq lines found by netlatd again" : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
     opts_.irqs = next.irqs;
     if (iface_present_)
       retarget(target_.ifindex);

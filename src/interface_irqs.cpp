@@ -176,10 +176,6 @@ bool mentions_any(std::string_view name, const std::vector<std::string> &owners)
   return std::any_of(owners.begin(), owners.end(), [&](const std::string &o) { return mentions(name, o); });
 }
 
-}  // namespace
-
-namespace {
-
 constexpr std::string_view kReceive = "receive";
 constexpr std::string_view kShared = "receive and transmit";
 constexpr std::string_view kUnsaid = "queue, direction not named";
@@ -191,7 +187,7 @@ constexpr std::string_view kUnnamed = "not named in /proc/interrupts";
 
 // The words of a handler's name that say what its vector is for, the
 // owners' names taken out: "virtio0-input.0" -> {input}, "mlx5_async0@pci:
-// 0000:3b:00.0" -> {mlx, async, pci}, "eth0" -> {}.
+// 0000:3b:00.0" -> {mlx, async}, "eth0" -> {}.
 std::set<std::string> purpose_words(std::string name, const std::vector<std::string> &owners) {
   for (const std::string &o : owners) {
     for (auto pos = name.find(o); !o.empty() && pos != std::string::npos; pos = name.find(o, pos))
@@ -236,8 +232,8 @@ std::string_view role_of(const std::string &name, const std::vector<std::string>
     return {};
   if (any_of_words(words, kControlWords))
     return kControl;
-  const bool rx = any_of_words(words, kReceiveWords) || words.count("txrx");
-  const bool tx = any_of_words(words, kTransmitWords) || words.count("txrx");
+  const bool rx = any_of_words(words, kReceiveWords);
+  const bool tx = any_of_words(words, kTransmitWords) || words.count("txrx") > 0;
   if (rx)
     return tx ? kShared : kReceive;
   return tx ? kTransmit : kUnsaid;

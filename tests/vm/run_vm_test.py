@@ -26,8 +26,9 @@ import sys
 import tempfile
 import time
 
-from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, guest_lockup, host_cpu_times,
-                      log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip)
+from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
+                      log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
+                      tcg_artifact)
 from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, judge_receiver, phase_lines,
                       section)
 
@@ -130,15 +131,18 @@ def boot(args, ctx, qemu, accel, kernel, image, work):
 def boot_with_retry(args, ctx, qemu, accel, kernel, image, work, kvm):
     cpu_before = host_cpu_times()
     guest, sent, started = boot(args, ctx, qemu, accel, kernel, image, work)
-    lockup = guest_lockup(guest.lines)
-    if lockup and not kvm:
+    artifact = tcg_artifact(guest.lines)
+    if artifact and not kvm:
         # Under TCG the guest's CPUs are host threads that a busy host can
         # starve for seconds, and the guest's watchdog then reports them as
-        # locked up. One more boot tells that from a lockup netlatd causes
-        # (which repeats); the first console is kept, and its traces shown.
-        log("RETRY: the guest locked up under TCG (no KVM here); what the host ran meanwhile:")
+        # locked up; and a vCPU can run a stale translation of code another
+        # vCPU has just patched (a stray int3, vm_guest.STRAY_INT3_RE). One
+        # more boot tells either from a fault netlatd causes (which repeats);
+        # the first console is kept, and its traces shown.
+        log("RETRY: the guest locked up or hit a stray int3 under TCG (no KVM here); "
+            "what the host ran meanwhile:")
         report_host_cpu(cpu_before, host_cpu_times())
-        report_lockup(lockup)
+        report_lockup(artifact)
         first = os.path.join(work, "console-first-attempt.log")
         os.replace(os.path.join(work, "console.log"), first)
         log(f"first attempt's console kept in {first}; booting again")
@@ -251,10 +255,10 @@ def main():
     v = judge_run(args, ctx, guest, sent, started)
     log(f"took {time.monotonic() - t0:.1f} s; console in {os.path.join(work, 'console.log')}")
     if v.failures:
-        lockup = guest_lockup(guest.lines)
-        if lockup:
+        artifact = tcg_artifact(guest.lines)
+        if artifact:
             report_host_cpu(cpu_before, host_cpu_times())
-            report_lockup(lockup)
+            report_lockup(artifact)
         dmesg, _ = section(guest.lines, "DMESG")
         if dmesg:
             log("the guest's dmesg, last 40 lines:")

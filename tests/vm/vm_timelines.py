@@ -111,6 +111,12 @@ def judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen):
             want -= sum(r[0] for r in (got.get("udp_reads") or [])[:unseen])
         v.check(nbytes == want, f"{proto} payload bytes in timelines {nbytes} == bytes nlrx read {want}"
                 + (" (without the unmeasured first datagram)" if proto == "udp" and unseen else ""))
+    report_missing_stamps(timelines)
+
+
+def report_missing_stamps(timelines):
+    """When a stage count falls short: which packets lack which stamp, and
+    in what circumstances (ksoftirqd, woken, same CPU)."""
     shapes = {}
     for t in timelines:
         missing = tuple(s for s in ("irq", "softirq_entry", "netif_receive_skb", "sock_queue",
