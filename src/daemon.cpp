@@ -133,6 +133,11 @@ void require_privileges() {
   throw Error(ExitCode::NoPermission, "must run as root or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before 5.8)");
 }
 
+void log_irq_lines(const InterfaceInfo &iface) {
+  for (const std::string &line : describe_irq_lines(iface.irq_lines))
+    spdlog::info("{}: {}", iface.name, line);
+}
+
 void fill_stage_hooks(ReportHeader &h, const HookPlan &plan, size_t irq_lines) {
   for (Stage s : kAllStages) {
     auto &sh = h.stages[static_cast<size_t>(s)];
@@ -169,11 +174,13 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   }
   size_t irqs = 0;
   if (!opts.iface.empty()) {
-    auto info = lookup_interface(opts.iface);
+    auto info = lookup_interface(opts.iface, opts.irqs);
     if (info) {
       irqs = info->irqs.size();
       std::printf("\ninterface %s: ifindex %u, driver %s, IRQ lines [%s]\n", info->name.c_str(), info->ifindex,
                   info->driver.empty() ? "-" : info->driver.c_str(), fmt::format("{}", fmt::join(info->irqs, " ")).c_str());
+      for (const std::string &line : describe_irq_lines(info->irq_lines))
+        std::printf("  %s\n", line.c_str());
     } else {
       std::printf("\ninterface %s: NOT FOUND\n", opts.iface.c_str());
     }
@@ -238,6 +245,7 @@ private:
 
   void interface_gone(const std::string &why);
   void interface_back(uint32_t ifindex);
+  void retarget(uint32_t ifindex);
   void check_interface();  // the 1 s fallback: what rtnetlink may have missed
   void on_link_events();
 
@@ -299,6 +307,7 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   features_.reset();
   header_.version = kVersion;
   fill_stage_hooks(header_, plan_, iface.irqs.size());
+  log_irq_lines(iface);
   for (const HookChoice &c : plan_.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
   target_ = TraceTarget{iface.ifindex, current_netns_inode(), iface.irqs};
@@ -445,20 +454,27 @@ void Service::interface_gone(const std::string &why) {
 }
 
 void Service::interface_back(uint32_t ifindex) {
-  auto info = lookup_interface(opts_.iface);
-  std::vector<int> irqs;
-  if (info && info->ifindex == ifindex)
-    irqs = info->irqs;
   spdlog::warn("interface {} is back (ifindex {}); tracing resumes", opts_.iface, ifindex);
   iface_present_ = true;
+  header_.iface = opts_.iface;
+  retarget(ifindex);
+  set_status();
+}
+
+// A device that comes back may have other IRQ lines; --irq may have changed.
+void Service::retarget(uint32_t ifindex) {
+  auto info = lookup_interface(opts_.iface, opts_.irqs);
+  std::vector<int> irqs;
+  if (info && info->ifindex == ifindex) {
+    irqs = info->irqs;
+    log_irq_lines(*info);
+  }
   target_.ifindex = ifindex;
   target_.irqs = irqs;
   tracer_->set_target(target_);
-  header_.iface = opts_.iface;
   header_.ifindex = static_cast<int>(ifindex);
   fill_stage_hooks(header_, plan_, irqs.size());
   update_metrics_header();
-  set_status();
 }
 
 void Service::check_interface() {
@@ -548,6 +564,12 @@ void Service::apply(Options next) {
       header_.ifindex = 0;
       update_metrics_header();
     }
+  }
+  if (next.irqs != opts_.irqs) {
+    changed.push_back(next.irqs.empty() ? "irq lines found by netlatd again" : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
+    opts_.irqs = next.irqs;
+    if (iface_present_)
+      retarget(target_.ifindex);
   }
   if (next.interval_s != opts_.interval_s) {
     changed.push_back(fmt::format("interval {} s -> {} s", opts_.interval_s, next.interval_s));
@@ -733,7 +755,7 @@ int Service::run() {
 
 int run_daemon(const Options &opts) {
   require_privileges();
-  auto iface = lookup_interface(opts.iface);
+  auto iface = lookup_interface(opts.iface, opts.irqs);
   if (!iface)
     throw Error(ExitCode::NoInterface, "no such interface '" + opts.iface + "'");
 

@@ -18,47 +18,7 @@
 namespace netlatd {
 namespace fs = std::filesystem;
 
-std::vector<int> interface_irqs(const std::string &name) {
-  std::vector<int> irqs;
-  const fs::path dev = fs::path("/sys/class/net") / name / "device";
-  std::error_code ec;
-  for (const auto &e : fs::directory_iterator(dev / "msi_irqs", ec)) {
-    try {
-      irqs.push_back(std::stoi(e.path().filename().string()));
-    } catch (const std::exception &) {
-    }
-  }
-  if (irqs.empty()) {
-    std::ifstream f(dev / "irq");
-    int irq = 0;
-    if (f >> irq && irq > 0)
-      irqs.push_back(irq);
-  }
-  // Multi-queue drivers name their vectors after the interface.
-  std::ifstream pi("/proc/interrupts");
-  std::string line;
-  while (std::getline(pi, line)) {
-    std::istringstream ls(line);
-    std::string first;
-    ls >> first;
-    if (first.empty() || first.back() != ':' || !std::isdigit(static_cast<unsigned char>(first[0])))
-      continue;
-    std::string tok, last;
-    while (ls >> tok)
-      last = tok;
-    if (last == name || last.rfind(name + "-", 0) == 0) {
-      try {
-        irqs.push_back(std::stoi(first));
-      } catch (const std::exception &) {
-      }
-    }
-  }
-  std::sort(irqs.begin(), irqs.end());
-  irqs.erase(std::unique(irqs.begin(), irqs.end()), irqs.end());
-  return irqs;
-}
-
-std::optional<InterfaceInfo> lookup_interface(const std::string &name) {
+std::optional<InterfaceInfo> lookup_interface(const std::string &name, const std::vector<int> &irq_override) {
   if (name.empty() || name.size() >= IF_NAMESIZE)
     return std::nullopt;
   unsigned idx = if_nametoindex(name.c_str());
@@ -67,7 +27,12 @@ std::optional<InterfaceInfo> lookup_interface(const std::string &name) {
   InterfaceInfo info;
   info.name = name;
   info.ifindex = idx;
-  info.irqs = interface_irqs(name);
+  std::ifstream f("/proc/interrupts");
+  std::stringstream interrupts;
+  interrupts << f.rdbuf();
+  info.irq_lines = irq_override.empty() ? find_irq_lines("/", name, interrupts.str())
+                                        : irq_lines_given(irq_override, interrupts.str());
+  info.irqs = counted_irqs(info.irq_lines);
   std::error_code ec;
   fs::path drv = fs::read_symlink(fs::path("/sys/class/net") / name / "device" / "driver", ec);
   if (!ec)

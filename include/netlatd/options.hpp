@@ -21,6 +21,9 @@ struct Options {
   uint32_t outliers_max_per_sec = 10;
   std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
   uint32_t ringbuf_mb = 2;
+  // --irq: the interface's receive IRQ lines, replacing their discovery
+  // (sorted, unique); empty = discover them (see find_irq_lines).
+  std::vector<int> irqs;
   bool verbose = false;
   bool check = false;
   bool demo = false;
@@ -49,6 +52,10 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
 // "250us", "2ms", "1.5s", "100ns", "3m"; a bare number means `bare_unit_ns`.
 // Throws Error(Usage) when malformed or negative.
 uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns);
+
+// "24,25", "24-31", "24-27,40": IRQ numbers netlatd can trace, sorted and
+// unique. Throws Error(Usage, "--irq: ...") when malformed or out of range.
+std::vector<int> parse_irq_list(const std::string &text);
 
 // Checks values that do not depend on the machine (ports, interval, ...).
 void validate(const Options &o);
