@@ -42,9 +42,10 @@ static __always_inline int on_irq_handler_exit(void)
 }
 
 /* The IRQ that counts for a packet is the one during which NET_RX was raised
- * for the run that processed it; a later interrupt of the same device on this
- * CPU (an MSI-X TX or "other" vector) before the run must not replace it. So
- * the raise, not the run's entry, picks the IRQ. */
+ * for the run (or chain of runs, see below) that processed it; a later
+ * interrupt of the same device on this CPU (a second RX interrupt, an MSI-X TX
+ * or "other" vector) before the run must not replace it. So the raise, not
+ * the run's entry, picks the IRQ. */
 static __always_inline int on_softirq_raise(unsigned int vec)
 {
 	if (vec != NET_RX_SOFTIRQ_NR)
@@ -55,6 +56,13 @@ static __always_inline int on_softirq_raise(unsigned int vec)
 	if (cs->cur_irq_ts && !cs->pend_irq_ts) {
 		cs->pend_irq_ts = cs->cur_irq_ts;
 		cs->pend_raise_ts = bpf_ktime_get_ns();
+	} else if (cs->in_net_rx && !cs->pend_raise_ts) {
+		/* NET_RX raised from within itself (budget spent, or a driver
+		 * rescheduling its poll): the next run goes on polling that the
+		 * same IRQ started, with the device's interrupts held off; its
+		 * packets were picked up because of that IRQ. */
+		cs->pend_irq_ts = cs->run_irq_ts;
+		cs->pend_raise_ts = cs->run_raise_ts;
 	} else if (!cs->pend_raise_ts) {
 		cs->pend_raise_ts = bpf_ktime_get_ns();
 	}
@@ -68,8 +76,8 @@ static __always_inline int on_softirq_entry(unsigned int vec)
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return 0;
-	/* A run NET_RX raised for itself (budget spent) has no raise of its
-	 * own since the last run: its packets get no IRQ or raise stamp. */
+	/* Nothing raised since the last run (a raise while the run was
+	 * pending from elsewhere): its packets get no IRQ or raise stamp. */
 	cs->run_irq_ts = cs->pend_irq_ts;
 	cs->run_raise_ts = cs->pend_raise_ts;
 	cs->pend_irq_ts = 0;

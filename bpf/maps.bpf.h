@@ -56,8 +56,11 @@ struct netlatd_stash_entry stash[1 << NETLATD_STASH_BITS] __attribute__((aligned
 /* ---- per-CPU state ------------------------------------------------------------- */
 
 /* Datagrams a UDP data-ready call walks back over from a queue's tail
- * (udp_queue.bpf.h). */
+ * (udp_queue.bpf.h): where the kernel names reads, tracked ones queued
+ * before their data-ready call; where queue order does, datagrams without a
+ * slot yet (a bpf_loop walk: its length costs nothing unless used). */
 #define UDP_BATCH_MAX 16
+#define UDP_MIRROR_WALK 128
 /* Records a UDP read builds under its socket's lock and emits after it. */
 #define UDP_OUT_MAX 32
 
@@ -103,6 +106,8 @@ struct cpu_state {
 	__u64 hint_ts;
 	__u32 emitted;       /* records this CPU wrote, for the ring fill check */
 	__u32 n_out;
+	__u32 n_unseen;      /* datagrams of calls whose return was not seen (udp_read.bpf.h) */
+	__u32 _pad1;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
 	struct udp_slot out[UDP_OUT_MAX];
@@ -140,7 +145,7 @@ struct udp_sock_state {
 	__u32 marked;               /* LIVE slots marked by ambiguous reads */
 	__u32 owed;                 /* ambiguous reads, each of which took one marked slot */
 	__u32 incomplete;           /* a datagram got no slot: reads are no longer named */
-	__u32 _pad;
+	__u32 gone;                 /* LIVE slots of datagrams dequeued before their slot was made */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 
@@ -193,6 +198,8 @@ struct reader_state {
 	__u64 call_start_ns; /* the current receive call's start (fentry/sock_recvmsg) */
 	__u64 call_sk;
 	__u64 consumed_skb;  /* the datagram skb_consume_udp gave this call */
+	__u64 consumed_sk;
+	__u64 unseen_skb;    /* a previous call's datagram, whose return was not seen */
 	__u64 woken_ns;      /* woken by a watched socket's data-ready call */
 	__u64 woken_sk;
 	__u64 tcp_sk;        /* TCP: tcp_rcv_space_adjust in this call, */

@@ -78,7 +78,7 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 {
 	int r;
 	if (in->consumed) {
-		r = decide_named(st, slots, mask, in->consumed, cs);
+		r = decide_named(st, slots, mask, in->consumed, in->unseen, cs);
 	} else {
 		r = decide_by_order(st, slots, mask, in, cs, hp);
 		retire_marked(st, slots, mask, in, cs, hp);
@@ -102,13 +102,15 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return;
-	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .rq = &sk->sk_receive_queue};
-	in.readq = &bpf_core_cast(sk, struct udp_sock)->reader_queue;
+	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG};
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
 	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		in.consumed = rs ? rs->consumed_skb : 0;
-		if (rs)
+		in.consumed = rs && rs->consumed_sk == (__u64)sk ? rs->consumed_skb : 0;
+		in.unseen = rs && rs->consumed_sk == (__u64)sk ? rs->unseen_skb : 0;
+		if (rs) {
 			rs->consumed_skb = 0;
+			rs->unseen_skb = 0;
+		}
 		if (!in.consumed)
 			return; /* the call began before netlatd attached */
 		if (!st) {
@@ -117,14 +119,25 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 			return;
 		}
 	} else {
-		if (!st)
-			return; /* nothing tracked was ever queued here */
+		/* No state yet: this read took a datagram before its socket's
+		 * first data-ready call ran; that call will give it a slot (gone,
+		 * marked), which this read owes. */
+		if (!st) {
+			st = udp_state_create(sk);
+			if (st) {
+				bpf_spin_lock(&st->lock);
+				st->owed++;
+				bpf_spin_unlock(&st->lock);
+				COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+			}
+			return;
+		}
 		if (st->tail - st->head >= 2)
 			in.bufsize = read_bufsize();
 	}
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (!in.consumed) {
-		in.head = queue_head(&in);
+		in.head = queue_head(sk);
 		int pidx = port_index(sk->__sk_common.skc_num);
 		in.sole = pidx >= 0 && sole_producer(pidx, v->now);
 		/* A quiet producer side is needed unless one CPU feeds the port
@@ -136,6 +149,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	cs->n_out = 0;
+	cs->n_unseen = 0;
 	if (!lock_with_big(sk, st, &big))
 		return;
 	int r = udp_decide(st, big, &in, cs, &hp);
@@ -146,6 +160,8 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		r = udp_decide(st, big, &in, cs, &hp);
 		bpf_spin_unlock(&st->lock);
 	}
+	if (cs->n_unseen)
+		ADD(drops, NETLATD_DROP_UNSEEN_READ, cs->n_unseen);
 	if (r == READ_AMBIGUOUS)
 		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
 	else if (r == READ_UNTRACKED && !in.consumed)

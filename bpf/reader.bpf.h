@@ -28,6 +28,10 @@ static __always_inline int on_recv_call(struct socket *sock)
 		return 0;
 	rs->call_start_ns = bpf_ktime_get_ns();
 	rs->call_sk = (__u64)sk;
+	/* Still set: the previous call consumed it and returned unseen (it was
+	 * already blocked when the fexit attached). */
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+		rs->unseen_skb = rs->consumed_skb;
 	rs->consumed_skb = 0;
 	return 0;
 }
@@ -38,8 +42,14 @@ static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb)
 	if (!port_watched(sk->__sk_common.skc_num))
 		return 0;
 	struct reader_state *rs = current_reader(true);
-	if (rs)
-		rs->consumed_skb = (__u64)skb;
+	if (!rs)
+		return 0;
+	/* Still set: this task's previous call on the socket consumed it and
+	 * returned unseen (it was already blocked when the fexit attached). */
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+		rs->unseen_skb = rs->consumed_skb;
+	rs->consumed_skb = (__u64)skb;
+	rs->consumed_sk = (__u64)sk;
 	return 0;
 }
 
@@ -53,12 +63,14 @@ static __always_inline int on_tcp_copied(struct sock *sk)
 	if (!rs)
 		return 0;
 	rs->tcp_sk = (__u64)sk;
-	rs->tcp_end = bpf_core_cast(sk, struct tcp_sock)->copied_seq;
+	rs->tcp_end = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
 	return 0;
 }
 
-/* How long after a data-ready call its wakings may come. */
-#define WAKE_HINT_NS 100000
+/* How long after a data-ready call its wakings may come: generous (an
+ * emulated guest is slow), since each woken task is checked to wait on the
+ * socket, which is what makes a waking the socket's. */
+#define WAKE_HINT_NS 10000000
 
 /* sched_waking: if a watched socket's data-ready call just ran on this CPU
  * and `p` waits on that socket's wait queue, the socket woke it. Readers
@@ -75,18 +87,19 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 		cs->hint_sk = 0;
 		return 0;
 	}
-	struct sock *sk = bpf_core_cast((void *)cs->hint_sk, struct sock);
-	struct socket_wq *wq = sk->sk_wq;
+	/* Plain reads (not bpf_core_cast, a 6.2 kfunc): these run on 6.1 too. */
+	struct sock *sk = (struct sock *)cs->hint_sk;
+	struct socket_wq *wq = BPF_CORE_READ(sk, sk_wq);
 	if (!wq)
 		return 0;
-	struct list_head *head = &wq->wait.head, *node = head->next;
+	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
 	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
 	for (int i = 0; i < 4; i++) {
 		if (!node || node == head)
 			return 0;
-		struct wait_queue_entry *we = bpf_core_cast((void *)node - off, struct wait_queue_entry);
-		if ((__u64)we->private == (__u64)p) {
-			__u64 fn = (__u64)we->func;
+		struct wait_queue_entry *we = (void *)node - off;
+		if ((__u64)BPF_CORE_READ(we, private) == ptr_value(p)) {
+			__u64 fn = (__u64)BPF_CORE_READ(we, func);
 			struct reader_state *rs = reader_of(p, true);
 			if (!rs)
 				return 0;
@@ -95,7 +108,7 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 			rs->woken_in_call = fn && (fn == targ_receiver_wake_fn || fn == targ_woken_wake_fn);
 			return 0;
 		}
-		node = node->next;
+		node = BPF_CORE_READ(node, next);
 	}
 	return 0;
 }

@@ -87,7 +87,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 	struct tcp_skb_cb *cb = (struct tcp_skb_cb *)&skb->cb[0];
 	struct probe_walk w = {.end = cb->end_seq, .now = bpf_ktime_get_ns()};
 	/* Already received (a retransmission): TCP drops it, nothing is queued. */
-	if ((__s32)(w.end - bpf_core_cast(sk, struct tcp_sock)->rcv_nxt) <= 0)
+	if ((__s32)(w.end - BPF_CORE_READ((struct tcp_sock *)sk, rcv_nxt)) <= 0)
 		return 0;
 	tcp_key_of(sk, cb->seq, &w.k);
 	bpf_loop(TCP_COALESCED_MAX, probe_step, &w, 0);

@@ -44,6 +44,8 @@ static __always_inline bool has_sleeper(struct sock *sk)
 
 static __always_inline void count_push(const struct push_counts *pc)
 {
+	if (pc->lost_order)
+		COUNT(drops, NETLATD_DROP_ORDER_LOST);
 	if (pc->pushed)
 		ADD(counters, NETLATD_CNT_QUEUED, pc->pushed);
 	if (pc->full)
@@ -122,6 +124,7 @@ struct mirror_walk {
 	struct udp_sock_state *st;  /* its slots are a racy view: checked again under the lock */
 	struct udp_big_state *big;  /* the big slots, while the socket uses them */
 	bool done;                  /* stopped at a slot, or at the start of the queues */
+	bool dequeued;              /* reached a datagram a read took under the walk */
 	struct sk_buff_head *q;     /* the queue walked */
 	struct sk_buff_head *readq; /* walked after the receive queue, if that had no slot */
 	struct sk_buff *skb;
@@ -132,22 +135,31 @@ struct mirror_walk {
 static long mirror_step(__u32 i, struct mirror_walk *w)
 {
 	struct sk_buff *skb = w->skb;
-	if (!skb)
-		return 1; /* unlinked under the walk: not done */
-	if ((void *)skb == (void *)w->q) {
-		if (w->readq && w->q != w->readq) {
-			w->q = w->readq;
-			w->skb = w->readq->prev;
-			return 0;
-		}
+	if (!skb) {
+		/* A read dequeued the one the walk stood on, which had no slot:
+		 * the oldest datagram without a slot, it or an older one, is
+		 * already dequeued. */
+		w->dequeued = w->done = true;
+		return 1;
+	}
+	/* The start of a queue: from the receive queue's, on to the reader
+	 * queue's tail; the reader queue's start is the start of both. A walk
+	 * inside the receive queue while the reader splices it into its own
+	 * goes on inside the reader queue, and meets that start. */
+	if ((void *)skb == (void *)w->readq) {
 		w->done = true;
 		return 1;
+	}
+	if ((void *)skb == (void *)w->q) {
+		w->q = w->readq;
+		w->skb = w->readq->prev;
+		return 0;
 	}
 	__u64 key = ptr_value(skb);
 	/* A constant mask per array: a callback's verifier sees no constant
 	 * in a field of its context. */
-	int at = w->big ? find_slot(w->st, w->big->slots, UDP_BIG_SLOTS - 1, key)
-			: find_slot(w->st, w->st->small, UDP_SMALL_SLOTS - 1, key);
+	int at = w->big ? find_recent_slot(w->st, w->big->slots, UDP_BIG_SLOTS - 1, key)
+			: find_recent_slot(w->st, w->st->small, UDP_SMALL_SLOTS - 1, key);
 	if (!stash_find(key) && at >= 0) {
 		w->done = true;
 		return 1;
@@ -173,7 +185,7 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		struct mirror_walk w = {.st = st, .big = st->big ? big : NULL, .q = rq, .readq = readq,
 					.skb = rq->prev};
 		/* + 2: the steps over each queue's start */
-		bpf_loop(UDP_BATCH_MAX + 2, mirror_step, &w, 0);
+		bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
 		__u64 now = bpf_ktime_get_ns();
 		if (!lock_with_big(sk, st, &big))
 			return;
@@ -182,11 +194,12 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		if (!w.done) {
 			/* More datagrams without a slot than the walk reaches: the
 			 * oldest is out of sight, and order cannot be kept. */
+			pc->lost_order = !st->incomplete;
 			st->incomplete = 1;
-		} else if (!skb || !skb->next) {
+		} else if (!skb || w.dequeued || !skb->next) {
 			push_placeholder(st, big, 0, 0, pc);
-		} else if ((st->big && big ? find_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
-					   : find_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
+		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
+					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
 			made = false; /* another CPU's call made it: look again */
 		} else if (stash_find(w.oldest_key)) {
 			made = push_tracked(st, big, w.oldest_key, now, pc);
@@ -197,9 +210,13 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		if (made)
 			return;
 	}
-	/* Still racing: this call's datagram is left without a slot of its own. */
+	/* Still racing with other CPUs' calls for the oldest datagram without a
+	 * slot: every call makes exactly one slot, so that the slots count the
+	 * datagrams; a dequeued one's placeholder stands for whichever datagram
+	 * ends up without a slot of its own (placeholders are interchangeable:
+	 * unknown length, a candidate wherever they sit). */
 	if (lock_with_big(sk, st, &big)) {
-		st->incomplete = 1;
+		push_placeholder(st, big, 0, 0, pc);
 		bpf_spin_unlock(&st->lock);
 	}
 }

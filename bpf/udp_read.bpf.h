@@ -9,7 +9,7 @@
 /* Looks at the producer queues' charge a read makes before it gives up
  * waiting for a producer to finish its batch (up to some 5 microseconds,
  * only while one is mid-batch with the socket's queues drained). */
-#define QUIET_SPINS 128
+#define QUIET_SPINS 512
 
 /* 6.18's per-NUMA UDP producer queues (commit "udp: remove busylock and add
  * per NUMA queues"): a producer charges rmem_alloc before it queues a batch
@@ -99,9 +99,8 @@ static __always_inline __u32 read_bufsize(void)
 /* What a read knows before it takes its socket's lock (where no kfunc, not
  * even a type cast, may be called). */
 struct udp_read_in {
-	struct sk_buff_head *readq;  /* the socket's reader queue */
-	struct sk_buff_head *rq;     /* its receive queue */
 	__u64 consumed;  /* UDP_JOIN_CONSUME: the skb this call dequeued, 0 = none seen */
+	__u64 unseen;    /* UDP_JOIN_CONSUME: an earlier call's, whose return was not seen */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
@@ -142,6 +141,8 @@ static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot
 	s->state = SLOT_DONE;
 	if (s->marked && st->marked)
 		st->marked--;
+	if (s->gone && st->gone)
+		st->gone--;
 }
 
 /* Where the socket's queues stand. */
@@ -157,14 +158,16 @@ struct head_pos {
  * slot (docs/JOIN.md). Two loads of lists the kernel changes without our
  * lock: a splice between them reads as empty, which only widens what the
  * read may have taken, never narrows it. */
-static __always_inline __u64 queue_head(const struct udp_read_in *in)
+static __always_inline __u64 queue_head(struct sock *sk)
 {
-	struct sk_buff *skb = in->readq->next;
-	if ((void *)skb == (void *)in->readq)
-		skb = in->rq->next;
-	if (!skb || (void *)skb == (void *)in->rq)
-		return 0;
-	return ptr_value(skb);
+	struct udp_sock *up = (struct udp_sock *)sk;
+	/* BPF_CORE_READ: reader_queue lies past struct sock, where a typed
+	 * load cannot reach without bpf_core_cast (6.2+); this runs on 6.1. */
+	__u64 readq = ptr_value(&up->reader_queue), rq = ptr_value(&sk->sk_receive_queue);
+	__u64 skb = (__u64)BPF_CORE_READ(up, reader_queue.next);
+	if (skb == readq)
+		skb = (__u64)BPF_CORE_READ(sk, sk_receive_queue.next);
+	return !skb || skb == rq ? 0 : skb;
 }
 
 /* The head's slot, if it has one. Lock held. */
@@ -197,23 +200,27 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	 * port they run in queue order, each before the next datagram's, so a
 	 * head with a slot says so; otherwise only a quiet producer side does. */
 	bool certain = !st->incomplete && (in->quiet || (hp->kind == HEAD_SLOT && in->sole));
-	__u32 n = t - h;
-	if (n > UDP_SCAN) {
-		n = UDP_SCAN;
-		certain = false; /* more taken and unread than a read looks at */
-	}
+	/* A read looks at UDP_SCAN slots past the head: the candidates must all
+	 * be in sight, those before the head and the dequeued ones anywhere. */
+	if (f - h > UDP_SCAN)
+		certain = false;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
 	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
 	 * before it had a slot); and one whose length fits what the read
 	 * returned (a dequeued one's length is unknown). */
-	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0;
+	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
 		struct udp_slot *s = &slots[(h + i) & mask];
-		__u64 c = eq_bit(s->state, SLOT_LIVE) & (gt_bit(f, h + i) | s->gone);
+		__u64 lv = eq_bit(s->state, SLOT_LIVE);
+		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
+		gone_seen += lv & s->gone;
 		live |= c << i;
 		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
 	}
+	if (gone_seen != st->gone)
+		certain = false;
 	if (certain && fit && !(fit & (fit - 1))) {
 		__u32 pick = 0;
 		for (__u32 i = 0; i < UDP_SCAN; i++)
@@ -240,7 +247,8 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 
 /* Marked datagrams all owed to ambiguous reads that returned: every one has
  * been read, by one of those reads, once every datagram has its slot (a quiet
- * producer side) and none is still queued. Emitted without a reader. Lock
+ * producer side). Those in sight and no longer queued are emitted without a
+ * reader; each retired lowers both counts, so the rest stay all owed. Lock
  * held. */
 static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 					  const struct udp_read_in *in, struct cpu_state *cs,
@@ -250,33 +258,25 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 		return;
 	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
-	__u64 queued = 0, seen = 0;
-	for (__u32 i = 0; i < UDP_SCAN; i++) {
-		if (i >= n)
-			break;
-		struct udp_slot *s = &slots[(h + i) & mask];
-		__u64 mk = eq_bit(s->state, SLOT_LIVE) & s->marked;
-		queued |= mk & (gt_bit(f, h + i) ^ 1) & (s->gone ^ 1);
-		seen += mk;
-	}
-	if (queued || seen != st->marked)
-		return;
 	/* Each slot is copied out unconditionally, and kept (the count moves
 	 * past it) only if it is one to retire with a record. */
-	__u32 k = cs->n_out;
+	__u32 k = cs->n_out, retired = 0, gone_retired = 0;
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
 		struct udp_slot *s = &slots[(h + i) & mask];
-		__u64 mk = eq_bit(s->state, SLOT_LIVE) & s->marked;
+		__u64 mk = eq_bit(s->state, SLOT_LIVE) & s->marked & (gt_bit(f, h + i) | s->gone);
 		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
 		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
 		k += mk & (s->no_record ^ 1);
 		s->state += mk * (SLOT_DONE - SLOT_LIVE);
+		retired += mk;
+		gone_retired += mk & s->gone;
 	}
 	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
-	st->marked = 0;
-	st->owed = 0;
+	st->marked -= retired;
+	st->owed -= retired;
+	st->gone -= gone_retired;
 }
 
 /* The head passes slots that are done; an empty socket goes back to its
@@ -294,10 +294,20 @@ static __always_inline void advance_head(struct udp_sock_state *st, struct udp_s
 		st->big = 0;
 }
 
-/* The datagram the kernel named for this call. Lock held. */
+/* The datagram the kernel named for this call; and the one named for a call
+ * of this task whose return was not seen, which no record can be of. Lock
+ * held. */
 static __always_inline int decide_named(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					__u64 skb, struct cpu_state *cs)
+					__u64 skb, __u64 unseen, struct cpu_state *cs)
 {
+	if (unseen) {
+		int u = find_slot(st, slots, mask, unseen);
+		if (u >= 0) {
+			struct udp_slot *s = &slots[(st->head + u) & mask];
+			s->state = SLOT_DONE;
+			cs->n_unseen++;
+		}
+	}
 	int at = find_slot(st, slots, mask, skb);
 	if (at < 0)
 		return READ_UNTRACKED;

@@ -45,6 +45,7 @@ static __always_inline struct udp_sock_state *lock_with_big(struct sock *sk, str
 struct push_counts {
 	__u32 pushed;      /* slots filled */
 	__u32 full;        /* claimed but no slot left */
+	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
 };
 
 /* Room for `n` more slots: promotes the socket to its big slots (copying the
@@ -85,6 +86,26 @@ static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot 
 	return (int)found - 1;
 }
 
+/* The newest LIVE slot of `skb` among the newest UDP_SCAN slots, as an
+ * offset back from the tail (0 = the newest), or -1: where a data-ready walk
+ * looks, since the datagrams at the queue's tail have the newest slots. */
+static __always_inline int find_recent_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
+{
+	__u32 n = st->tail - st->head;
+	if (n > UDP_SCAN)
+		n = UDP_SCAN;
+	__u32 from = st->tail - n;
+	__u64 found = 0; /* index from `from`, + 1 */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(from + i) & mask];
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
+		found += match * (i + 1 - found);
+	}
+	return found ? (int)(n - found) : -1;
+}
+
 /* A new slot at the tail, or NULL (counted) when the socket has none left.
  * Lock held. */
 static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,
@@ -93,6 +114,7 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 	make_room(st, big, 1);
 	if (st->tail - st->head >= (st->big ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS)) {
 		pc->full++;
+		pc->lost_order |= !st->incomplete;
 		st->incomplete = 1;
 		return NULL;
 	}
@@ -145,6 +167,7 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 		s->gone = 1;
 		s->marked = 1;
 		st->marked++;
+		st->gone++;
 	}
 }
 

@@ -57,6 +57,7 @@ const char *drop_name(int i) {
   case NETLATD_DROP_UNSEEN_READ: return "unseen_read";
   case NETLATD_DROP_TCP_SEGS_FULL: return "tcp_segs_full";
   case NETLATD_DROP_TCP_RANGE_UNKNOWN: return "tcp_range_unknown";
+  case NETLATD_DROP_ORDER_LOST: return "order_lost";
   }
   return "unknown";
 }

@@ -31,8 +31,11 @@ const std::vector<HookPoint> &hook_points() {
       {Point::SoftirqExit, "softirq_exit", false, {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
       {Point::NapiPoll, "napi_poll", false, {{"napi_poll_btf", K::TpBtf, "napi_poll"}}},
       {Point::NetifReceiveSkb, "netif_receive_skb", true, {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
+      // fentry first: it runs before the datagram is queued, so its slot
+      // exists before any read can take it; the tracepoint (6.5+) runs after,
+      // and is what a kernel that refuses fentry (6.18 here) has.
       {Point::UdpEnqueue, "udp_enqueue", true,
-       {{"udp_queue_btf", K::TpBtf, "sk_data_ready"}, {"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"}}},
+       {{"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"}, {"udp_queue_btf", K::TpBtf, "sk_data_ready"}}},
       {Point::UdpEnqueueFailed, "udp_enqueue_failed", false,
        {{"udp_fail_btf", K::TpBtf, "udp_fail_queue_rcv_skb"}}},
       {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},

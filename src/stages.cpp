@@ -67,9 +67,19 @@ std::optional<Stage> stage_from_name(std::string_view name) noexcept {
 std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept {
   const auto queued = stamp(p, NETLATD_STAMP_SOCK_QUEUE);
   const auto sw = stamp(p, NETLATD_STAMP_SWITCH_IN);
+  const auto woke = stamp(p, NETLATD_STAMP_WAKEUP);
+  const auto call = stamp(p, NETLATD_STAMP_CALL_START);
   if (!queued)
     return std::nullopt;
-  if (const auto call = stamp(p, NETLATD_STAMP_CALL_START)) {
+  // Woken by the socket during this call: the call was waiting for data
+  // (even one that began after the enqueue stamp, which on some kernels is
+  // taken just before the datagram is queued), and reads at its switch-in.
+  if (woke && (!call || *woke >= *call) && ((p.flags & NETLATD_PKT_SLEPT_IN_CALL) || call)) {
+    if (sw && *sw >= *woke)
+      return sw;
+    return std::nullopt;
+  }
+  if (call) {
     if (*call >= *queued)
       return call;
     // Waiting in the call when the packet came: on CPU again at its switch-in,
@@ -78,9 +88,6 @@ std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept {
       return std::nullopt;
     return *sw >= *call ? std::max(*queued, *sw) : *queued;
   }
-  if ((p.flags & NETLATD_PKT_SLEPT_IN_CALL) && sw && p.stamp_ns[NETLATD_STAMP_WAKEUP] &&
-      *sw >= p.stamp_ns[NETLATD_STAMP_WAKEUP])
-    return sw;
   return std::nullopt;
 }
 

@@ -139,6 +139,7 @@ enum netlatd_drop {
 	NETLATD_DROP_UNSEEN_READ,       /* read by a call whose return netlatd did not see */
 	NETLATD_DROP_TCP_SEGS_FULL,     /* the table of TCP segments in flight was full */
 	NETLATD_DROP_TCP_RANGE_UNKNOWN, /* a TCP read whose byte range no hook gave */
+	NETLATD_DROP_ORDER_LOST,        /* a UDP socket's slots stopped mirroring its queue: its reads are no longer named */
 	NETLATD_DROP_COUNT
 };
 

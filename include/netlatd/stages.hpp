@@ -31,12 +31,13 @@ std::optional<Stage> stage_from_name(std::string_view name) noexcept;
 
 // Where the `oncpu` stage starts: the moment the receive call that returned
 // the packet was running for it.
+//  - The socket woke the reader during this call (it slept in the call
+//    waiting for data; known from the call's start, or without one from
+//    SLEPT_IN_CALL): its switch-in after the wake-up.
 //  - The call started after the packet was queued (an event loop, a busy
 //    reader): its start.
 //  - The call was already waiting when the packet was queued: the reader's
 //    switch-in, or the queueing itself if the reader never switched out.
-//  - No call start is known but the reader was asleep inside this call
-//    (woken by the socket, SLEPT_IN_CALL): its switch-in after the wake-up.
 // Otherwise unknown: no hook gave the call's start, and the application may
 // have been busy elsewhere between its switch-in and the call. Never guessed.
 std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept;

@@ -106,7 +106,9 @@ TEST_CASE("6.1 profile: the sock tracepoints fall back to fentry/fexit, and fent
 TEST_CASE("6.12 profile: tracepoints where they exist, fentry for what only it gives", "[hooks]") {
   HookPlan plan = choose_hooks(kernel_6_12());
   REQUIRE(plan.runnable());
-  CHECK(plan.label(Point::UdpEnqueue) == "tp_btf/sk_data_ready");
+  // Before the datagram is queued: no read can overtake its slot.
+  CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::UdpEnqueueFailed) == "tp_btf/udp_fail_queue_rcv_skb");
   CHECK(plan.label(Point::RecvReturn) == "tp_btf/sock_recv_length");
   CHECK(plan.label(Point::UdpConsume) == "fentry/skb_consume_udp");
   CHECK(plan.label(Point::RecvCallStart) == "fentry/sock_recvmsg");

@@ -96,6 +96,8 @@ TEST_CASE("the read starts at the call, or for a reader asleep in it at its swit
     REQUIRE(read_start(p) == p.stamp_ns[NETLATD_STAMP_SWITCH_IN]);
   }
   SECTION("a call waiting when the packet came, on CPU all along (busy polling): the queueing") {
+    p.flags = 0;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;  // never asleep, so never woken
     p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = queued - 500'000;
     p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 200'000;
     REQUIRE(read_start(p) == queued);
@@ -105,6 +107,14 @@ TEST_CASE("the read starts at the call, or for a reader asleep in it at its swit
     p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
     p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 900'000;
     REQUIRE_FALSE(read_start(p).has_value());
+  }
+  SECTION("a call that began after the enqueue stamp but still slept for the data: its switch-in") {
+    // The enqueue hook may run just before the datagram is queued (fentry):
+    // a call in between finds nothing yet and sleeps.
+    p.flags = NETLATD_PKT_WOKEN;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued + 100;
+    REQUIRE(read_start(p) == p.stamp_ns[NETLATD_STAMP_SWITCH_IN]);
+    REQUIRE(stamps_ordered(p));
   }
   SECTION("no queueing stamp: unknown") {
     p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 0;

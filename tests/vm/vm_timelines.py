@@ -5,9 +5,11 @@ import datetime
 
 from vm_guest import log
 
-# The order of the stamps along the receive path (the timelines' names).
+# The order of the instants along the receive path (the timelines' names;
+# read_start is derived by the daemon). The reader's switch_in and
+# call_start are not on the path: they may come before the packet.
 STAMP_ORDER = ("irq", "softirq_raise", "softirq_entry", "netif_receive_skb", "sock_queue",
-               "wakeup", "oncpu", "copy", "recv_return")
+               "wakeup", "read_start", "copy", "recv_return", "syscall_exit")
 
 
 def stamp_ns(iso):
@@ -120,7 +122,7 @@ def report_missing_stamps(timelines):
     shapes = {}
     for t in timelines:
         missing = tuple(s for s in ("irq", "softirq_entry", "netif_receive_skb", "sock_queue",
-                                    "oncpu", "recv_return") if s not in (t.get("stamps") or {}))
+                                    "read_start", "recv_return") if s not in (t.get("stamps") or {}))
         if missing:
             key = (t.get("proto"), missing, f"ksoftirqd={t.get('ksoftirqd')}",
                    f"woken={t.get('woken')}", f"same_cpu={t.get('rx_cpu') == t.get('reader_cpu')}")
