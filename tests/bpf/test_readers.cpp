@@ -127,15 +127,7 @@ TEST_CASE("readers: 2000 TCP connections with one request each", "[bpf][readers]
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  ReaderRunSpec spec;
-  spec.port = 5413;
-  spec.proto = "tcp";
-  spec.to = net.rx_addr;
-  spec.reader_mode = "tcp-rpc";
-  spec.reader_args = {"--bind", net.rx_addr, "--requests", "2000"};
-  spec.sender_mode = "tcp-rpc";
-  spec.sender_args = {"--to", net.rx_addr, "--requests", "2000"};
-  spec.expect_reads = 2000;
+  ReaderRunSpec spec = one_request_per_connection(net, 5413, 2000);
   ReaderRun run = run_readers(net, spec);
   report("TCP connection churn", run);
   check_no_wrong_records(run);

@@ -57,15 +57,7 @@ TEST_CASE("readers: one TCP connection per request, work between accept and read
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  ReaderRunSpec spec;
-  spec.port = 5432;
-  spec.proto = "tcp";
-  spec.to = net.rx_addr;
-  spec.reader_mode = "tcp-rpc";
-  spec.reader_args = {"--bind", net.rx_addr, "--requests", "300", "--work-us", kWorkUs};
-  spec.sender_mode = "tcp-rpc";
-  spec.sender_args = {"--to", net.rx_addr, "--requests", "300"};
-  spec.expect_reads = 300;
+  ReaderRunSpec spec = one_request_per_connection(net, 5432, 300, {"--work-us", kWorkUs});
   check_stages_inside_calls("TCP request per connection, 300 us of work", run_readers(net, spec));
 }
 
@@ -73,14 +65,6 @@ TEST_CASE("readers: one TCP connection per request, read after epoll_wait", "[bp
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  ReaderRunSpec spec;
-  spec.port = 5433;
-  spec.proto = "tcp";
-  spec.to = net.rx_addr;
-  spec.reader_mode = "tcp-rpc";
-  spec.reader_args = {"--bind", net.rx_addr, "--requests", "300", "--work-us", kWorkUs, "--epoll"};
-  spec.sender_mode = "tcp-rpc";
-  spec.sender_args = {"--to", net.rx_addr, "--requests", "300"};
-  spec.expect_reads = 300;
+  ReaderRunSpec spec = one_request_per_connection(net, 5433, 300, {"--work-us", kWorkUs, "--epoll"});
   check_stages_inside_calls("TCP request per connection, epoll, 300 us of work", run_readers(net, spec));
 }

@@ -45,6 +45,21 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   return run;
 }
 
+ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
+                                         const std::vector<std::string> &server_args) {
+  ReaderRunSpec spec;
+  spec.port = port;
+  spec.proto = "tcp";
+  spec.to = net.rx_addr;
+  spec.reader_mode = "tcp-rpc";
+  spec.reader_args = {"--bind", net.rx_addr, "--requests", std::to_string(requests)};
+  spec.reader_args.insert(spec.reader_args.end(), server_args.begin(), server_args.end());
+  spec.sender_mode = "tcp-rpc";
+  spec.sender_args = {"--to", net.rx_addr, "--requests", std::to_string(requests)};
+  spec.expect_reads = static_cast<size_t>(requests);
+  return spec;
+}
+
 void report(const std::string &name, const ReaderRun &run) {
   std::string drops;
   for (const auto &[reason, n] : run.totals.drops)

@@ -37,6 +37,11 @@ struct ReaderRun {
 
 ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec);
 
+// A server in the rx namespace taking `requests` connections of one request
+// each (nlreaders tcp-rpc, with server_args added), and its client.
+ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
+                                         const std::vector<std::string> &server_args = {});
+
 // One line per case on stderr (CTest keeps it in the log): the verdict, the
 // fraction left ambiguous, the time the case took; the first few failures.
 void report(const std::string &name, const ReaderRun &run);

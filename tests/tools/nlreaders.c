@@ -71,14 +71,7 @@ static enum nlr_call parse_call(const char *s)
 static void configure(int argc, char **argv)
 {
 	struct nl_opt o[48];
-	int n = nl_parse_opts(argc, argv, o, 48);
-	for (int i = 0; i < n; i++) {
-		int k = 0;
-		while (known_opts[k] && strcmp(known_opts[k], o[i].name))
-			k++;
-		if (!known_opts[k])
-			nl_usage("nlreaders", "unknown option");
-	}
+	int n = nl_parse_opts(argc, argv, o, 48, known_opts);
 	cfg.port = (int)nl_opt_long(o, n, "port", 0);
 	cfg.bind = nl_opt_str(o, n, "bind", "");
 	cfg.threads = (int)nl_opt_long(o, n, "threads", 1);

@@ -51,14 +51,7 @@ static const char *const known_opts[] = {
 static void configure(int argc, char **argv)
 {
 	struct nl_opt o[48];
-	int n = nl_parse_opts(argc, argv, o, 48);
-	for (int i = 0; i < n; i++) {
-		int k = 0;
-		while (known_opts[k] && strcmp(known_opts[k], o[i].name))
-			k++;
-		if (!known_opts[k])
-			nl_usage("nlsenders", "unknown option");
-	}
+	int n = nl_parse_opts(argc, argv, o, 48, known_opts);
 	scfg.to = nl_opt_str(o, n, "to", "");
 	scfg.port = (int)nl_opt_long(o, n, "port", 0);
 	scfg.threads = (int)nl_opt_long(o, n, "threads", 2);

@@ -170,12 +170,24 @@ int nl_sockaddr_port(const struct sockaddr_storage *ss)
 	return 0;
 }
 
-int nl_parse_opts(int argc, char **argv, struct nl_opt *opts, int max)
+static bool is_known(const char *name, const char *const *known)
+{
+	for (; *known; known++)
+		if (!strcmp(*known, name))
+			return true;
+	return false;
+}
+
+int nl_parse_opts(int argc, char **argv, struct nl_opt *opts, int max, const char *const *known)
 {
 	int n = 0;
 	for (int i = 0; i < argc; i++) {
 		if (strncmp(argv[i], "--", 2) != 0 || n == max)
 			nl_usage("nltool", "options are --name [value]");
+		if (!is_known(argv[i] + 2, known)) {
+			fprintf(stderr, "nltool: unknown option %s\n", argv[i]);
+			exit(64);
+		}
 		opts[n].name = argv[i] + 2;
 		/* A flag has no value: the next word is another option. */
 		if (i + 1 < argc && strncmp(argv[i + 1], "--", 2) != 0)

@@ -58,12 +58,13 @@ socklen_t nl_sockaddr(struct sockaddr_storage *ss, const char *addr, int port, i
 int nl_sockaddr_port(const struct sockaddr_storage *ss);
 int nl_family(const char *addr);
 
-/* Options: "--name value" pairs. */
+/* Options: "--name value" pairs, or "--name" alone for a flag; a name not
+ * in `known` (NULL-terminated) is a usage error, not a silent default. */
 struct nl_opt {
 	const char *name;
 	const char *value;
 };
-int nl_parse_opts(int argc, char **argv, struct nl_opt *opts, int max);
+int nl_parse_opts(int argc, char **argv, struct nl_opt *opts, int max, const char *const *known);
 const char *nl_opt_str(const struct nl_opt *opts, int n, const char *name, const char *dflt);
 long nl_opt_long(const struct nl_opt *opts, int n, const char *name, long dflt);
 bool nl_opt_flag(const struct nl_opt *opts, int n, const char *name);
