@@ -23,7 +23,8 @@
  *       request, reply with 8 bytes, close.
  *
  * Every mode: [--netns NS] [--log FILE] [--ready-file F] [--idle-ms MS]
- * [--max-reads N]. Ends by itself after its count, after MS ms without data
+ * [--max-reads N] (logged per thread) [--rcvbuf BYTES] (SO_RCVBUFFORCE,
+ * default 16 MiB, so that bursts are never dropped). Ends by itself after its count, after MS ms without data
  * (4*MS before the first), or on SIGTERM; joins every thread and closes every
  * socket first. The log, written after the run (no I/O while reading):
  *   offset REALTIME-MONOTONIC BRACKET      (ns; to put wall stamps on MONOTONIC)
@@ -169,7 +170,9 @@ const char *nlr_wait_until_done(long expect, atomic_int *done)
 			return "signal";
 		if ((expect >= 0 && (long)total_reads() >= expect) || (done && atomic_load(done)))
 			return "done";
-		uint64_t now = nl_mono_ns(), last = last_read_ns();
+		/* The last read first: a reader may stamp one after a `now`
+		 * taken before it, and now - last would wrap. */
+		uint64_t last = last_read_ns(), now = nl_mono_ns();
 		if (last ? now - last > idle : now - start > 4 * idle)
 			return "idle";
 	}

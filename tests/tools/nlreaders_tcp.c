@@ -127,6 +127,9 @@ const char *nlr_run_tcp_conns(void)
 		pthread_join(th[i], NULL);
 		close(workers[i].epfd);
 	}
+	if (strcmp(end, "done"))
+		fprintf(stderr, "nlreaders: %ld connections accepted, %ld closed by their peer\n",
+			atomic_load(&accepted), atomic_load(&closed_conns));
 	/* Connections still open at an idle end close with the process's
 	 * fds; nothing else refers to them. */
 	close(stop_fd);
