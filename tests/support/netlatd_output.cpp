@@ -54,8 +54,10 @@ Totals parse_lines(const std::string &out) {
   return t;
 }
 
-std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra) {
-  std::vector<std::string> argv{"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface", net.rx_if,
+std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra,
+                                      const std::string &iface) {
+  std::vector<std::string> argv{"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface",
+                                iface.empty() ? net.rx_if : iface,
                                 "--interval", "1"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   auto d = std::make_unique<Daemon>(argv);

@@ -32,9 +32,11 @@ struct Totals {
 // that is not JSON or of a type or schema it does not know.
 Totals parse_lines(const std::string &out);
 
-// netlatd inside the receiving namespace, tracing its end of the veth, one
-// interval a second; returns once it has said READY=1.
-std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra);
+// netlatd inside the receiving namespace, tracing its end of the veth (or
+// `iface` there, e.g. its lo), one interval a second; returns once it has
+// said READY=1.
+std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra,
+                                      const std::string &iface = "");
 
 // SIGTERM, a clean exit with a final line, and what it wrote.
 Totals stop_netlatd(Process &p);

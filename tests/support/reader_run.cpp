@@ -82,6 +82,7 @@ void check_no_wrong_records(const ReaderRun &run) {
   INFO(v.summary(reads));
   CHECK(v.wrong == 0);
   CHECK(v.no_return_stamp == 0);
+  CHECK(v.unknown_with_reader_side == 0);
   // Never more records than datagrams; each missing one counted.
   CHECK(v.right + v.unknown <= reads);
   // Schema 2 may count a read it cannot name without a record of its own.

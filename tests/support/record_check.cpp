@@ -159,6 +159,8 @@ std::vector<Record> records_from(const std::vector<json> &outliers, int64_t real
     if (j.contains("sport"))
       r.sport = j["sport"].get<uint16_t>();
     r.reader_unknown = j.value("reader_unknown", "");
+    for (auto &[key, v] : j.items())
+      r.reader_fields |= key.rfind("reader_", 0) == 0 && key != "reader_unknown";
     if (r.reader_unknown.empty() && j.contains("reader_tid"))
       r.reader_tid = j["reader_tid"].get<uint32_t>();
     r.exact_clock = j.contains("stamps_mono_ns");
@@ -188,6 +190,8 @@ Verdict check_records(const std::vector<Record> &records, const std::vector<Read
     if (!rec.reader_unknown.empty() || !rec.reader_tid) {
       v.unknown++;
       v.unknown_reasons[rec.reader_unknown.empty() ? "(no reader fields)" : rec.reader_unknown]++;
+      if (rec.reader_fields || rec.stages.count("sock_queue") || rec.stages.count("oncpu") || rec.stages.count("total"))
+        v.unknown_with_reader_side++;
       continue;
     }
     auto ret = rec.mono.find("recv_return");
@@ -226,9 +230,10 @@ std::string Verdict::summary(size_t datagrams) const {
   char line[512];
   std::snprintf(line, sizeof line,
                 "%zu read, %zu records: %zu right, %zu wrong (%.1f %%), %zu without a return stamp, %zu with no "
-                "reader named (ambiguous, %.1f %%); oncpu inside the call %zu, outside %zu, absent %zu (%zu of them "
+                "reader named (ambiguous, %.1f %%; %zu of them with a reader's fields or stages); oncpu inside the call %zu, outside %zu, absent %zu (%zu of them "
                 "with call_start); clock %s",
-                datagrams, records, right, wrong, pct(wrong), no_return_stamp, unknown, pct(unknown), oncpu_inside,
+                datagrams, records, right, wrong, pct(wrong), no_return_stamp, unknown, pct(unknown),
+                unknown_with_reader_side, oncpu_inside,
                 oncpu_outside, oncpu_absent, oncpu_absent_with_call_start,
                 exact_clock ? "stamps_mono_ns" : "wall stamps converted");
   return line;

@@ -25,6 +25,7 @@ struct Record {
   std::optional<uint16_t> sport;       // schema 2
   std::optional<uint32_t> reader_tid;  // absent when reader_unknown is set
   std::string reader_unknown;          // schema 2: why no reader is named
+  bool reader_fields = false;          // any reader_* field but reader_unknown
   std::map<std::string, int64_t> mono; // stamp -> CLOCK_MONOTONIC ns
   bool exact_clock = false;            // from stamps_mono_ns, not converted
   std::map<std::string, int64_t> stages;
@@ -51,6 +52,9 @@ struct CheckOptions {
 struct Verdict {
   size_t records = 0, right = 0, wrong = 0, unknown = 0;
   size_t no_return_stamp = 0;  // names a reader but has no recv_return: cannot be right
+  // Say no reader is named, yet carry a reader's fields or a stage that
+  // ends at a reader (sock_queue, oncpu, total): a guess kept.
+  size_t unknown_with_reader_side = 0;
   std::map<std::string, size_t> unknown_reasons;
   bool sport_seen = false, exact_clock = false;
   // The oncpu stage of right records against the call's own bounds.

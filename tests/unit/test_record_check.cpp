@@ -81,8 +81,14 @@ TEST_CASE("record check: a reader not named is counted by its reason", "[unit][r
   Verdict v = check({unknown, record(101, 12, 3500)}, {read(11, 100, 1000, 3000), read(12, 101, 1500, 4000)});
   CHECK(v.unknown == 1);
   CHECK(v.unknown_reasons["concurrent_readers"] == 1);
+  CHECK(v.unknown_with_reader_side == 0);
   CHECK(v.right == 1);
   CHECK(v.wrong == 0);
+  // Unnamed, but a reader's thread or an oncpu stage kept: a guess.
+  json tid = unknown, stage = unknown;
+  tid["reader_tid"] = 11;
+  stage["stages"] = {{"oncpu", 100}};
+  CHECK(check({tid, stage}, {}).unknown_with_reader_side == 2);
 }
 
 TEST_CASE("record check: source ports tell equal lengths apart", "[unit][record_check]") {
