@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net_fixture.hpp"
+#include "netlatd_output.hpp"
 #include "process.hpp"
 
 using nlohmann::json;
@@ -29,80 +30,6 @@ namespace {
 
 // The stages every record of a blocking reader has on lo and veth.
 const char *kStages[] = {"softirq", "netif_receive", "sock_queue", "oncpu", "in_socket", "total"};
-
-struct Totals {
-  uint64_t packets = 0, udp = 0, tcp = 0, unordered = 0;
-  uint64_t ambiguous_reads = 0, untracked_reads = 0, reader_unknown = 0;
-  std::map<std::string, uint64_t> stage_count;
-  std::map<std::string, uint64_t> drops;
-  std::map<std::string, bool> applicable;
-  std::map<std::string, std::string> hook_end;
-  std::vector<json> outliers;
-  bool saw_final = false;
-};
-
-Totals parse_lines(const std::string &out) {
-  Totals t;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty())
-      continue;
-    json j = json::parse(line);
-    if (j["type"] == "outlier") {
-      t.outliers.push_back(j);
-      continue;
-    }
-    REQUIRE(j["type"] == "interval");
-    REQUIRE(j["schema"] == 2);
-    t.packets += j["packets"].get<uint64_t>();
-    t.ambiguous_reads += j["ambiguous_reads"].get<uint64_t>();
-    t.untracked_reads += j["untracked_reads"].get<uint64_t>();
-    t.reader_unknown += j["reader_unknown"].get<uint64_t>();
-    t.udp += j["udp"].get<uint64_t>();
-    t.tcp += j["tcp"].get<uint64_t>();
-    t.unordered += j.value("unordered", 0);
-    if (j.value("final", false))
-      t.saw_final = true;
-    for (auto &[name, st] : j["stages"].items()) {
-      t.applicable[name] = st["applicable"].get<bool>();
-      t.hook_end[name] = st["hook_end"].get<std::string>();
-      if (st.contains("count"))
-        t.stage_count[name] += st["count"].get<uint64_t>();
-    }
-    for (auto &[name, v] : j["drops"].items())
-      t.drops[name] += v.get<uint64_t>();
-  }
-  return t;
-}
-
-// netlatd inside the receiving namespace, tracing its end of the veth.
-std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra) {
-  std::vector<std::string> argv{"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface", net.rx_if,
-                                "--interval", "1"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto d = std::make_unique<Daemon>(argv);
-  INFO(d->proc().err());
-  REQUIRE(d->wait_ready(15000));
-  return d;
-}
-
-Totals stop(Process &p) {
-  p.signal(SIGTERM);
-  REQUIRE(p.wait(3000));
-  INFO(p.exit().err);
-  REQUIRE(p.exit().code == 0);
-  if (getenv("NETLATD_TEST_VERBOSE")) fprintf(stderr, "%s\n", p.exit().err.c_str());
-  Totals t = parse_lines(p.exit().out);
-  CHECK(t.saw_final);
-  return t;
-}
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
 
 }  // namespace
 
@@ -123,7 +50,7 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   send_udp(net.tx_ns, 4, net.rx_addr, port, n, 200, 1000);
   send_udp(net.rx_ns, 4, "127.0.0.1", port, 20, 100, 500);
   REQUIRE(reader.wait_for(30 + n + 20, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
 
   CHECK(t.packets == n);
   CHECK(t.udp == n);
@@ -188,7 +115,7 @@ BurstResult run_bursts(uint16_t port, int senders) {
   for (auto &th : threads)
     th.join();
   REQUIRE(reader.wait_for(bursts * per_burst, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
   Received got = reader.result();
   REQUIRE(got.lengths.size() == static_cast<size_t>(bursts * per_burst));
   const uint64_t lost = t.untracked_reads + t.ambiguous_reads;
@@ -287,7 +214,7 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   send_tcp(net.tx_ns, 4, net.rx_addr, tcp_port, writes, 100, 1000);
   REQUIRE(udp6.wait_for(n6, 10000));
   REQUIRE(tcp.wait_for(static_cast<uint64_t>(writes) * 100, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
 
   CHECK(t.udp == n6);
   // Each write is one segment with TCP_NODELAY and 1 ms gaps, unless the
@@ -325,7 +252,7 @@ TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp
   send_udp("", 4, "127.0.0.1", port + 1, 50, 64, 500);
   REQUIRE(reader.wait_for(150, 10000));
   REQUIRE(other.wait_for(50, 10000));
-  Totals t = stop(nl.proc());
+  Totals t = stop_netlatd(nl.proc());
   CHECK(t.packets == 150);
   CHECK(t.stage_count["total"] == 150);
 }
@@ -361,7 +288,7 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
   }
   const int n = bursts * per_burst;
   REQUIRE(reader.wait_for(static_cast<uint64_t>(n), 20000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
   Received got = reader.result();
   REQUIRE(got.kernel_to_user_ns.size() == static_cast<size_t>(n));
   REQUIRE(t.outliers.size() == static_cast<size_t>(n));
