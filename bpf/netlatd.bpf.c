@@ -172,21 +172,26 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
 	ARM(ARMED_RECV_RETURN);
-	if (ret < 0 || (flags & MSG_PEEK_FLAG) || !sk)
-		return 0;
 	/* Every receive call on the host passes here: sockets on other ports
 	 * leave before any lookup. */
-	if (!port_watched(sk->__sk_common.skc_num))
+	if (!sk || !port_watched(sk->__sk_common.skc_num))
 		return 0;
 	struct reader_state *rs = current_reader(false);
-	struct read_view v;
-	view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
-	if (sk->sk_protocol == IPPROTO_UDP)
-		on_udp_read(sk, ret, flags, &v, rs);
-	else if (sk->sk_protocol == IPPROTO_TCP)
-		on_tcp_read(sk, ret, rs, &v);
-	if (rs)
+	if (ret >= 0 && !(flags & MSG_PEEK_FLAG)) {
+		struct read_view v;
+		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
+		if (sk->sk_protocol == IPPROTO_UDP)
+			on_udp_read(sk, ret, flags, &v, rs);
+		else if (sk->sk_protocol == IPPROTO_TCP)
+			on_tcp_read(sk, ret, rs, &v);
+	}
+	/* The call's start and the wake-up it slept for end with it, whatever
+	 * it returned (a peek, an error): the task's next call may not sleep,
+	 * and must not be given this one's. */
+	if (rs) {
 		rs->call_sk = 0;
+		rs->woken_sk = 0;
+	}
 	return 0;
 }
 
