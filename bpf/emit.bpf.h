@@ -98,7 +98,7 @@ static __always_inline void emit_tcp(struct netlatd_tcp_seg *sg, const struct re
 	struct netlatd_rx rx;
 	__builtin_memcpy(&rx, &sg->rx, sizeof(rx));
 	__u64 queued = sg->queue_after ? rx.receive_ns + sg->queue_after : 0;
-	emit_record(&rx, queued, !sg->dup, v, NETLATD_READER_KNOWN);
+	emit_record(&rx, queued, sg->dup == NETLATD_TCP_COPY_ONE, v, NETLATD_READER_KNOWN);
 }
 
 #endif /* NETLATD_EMIT_BPF_H */

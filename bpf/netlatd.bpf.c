@@ -169,6 +169,22 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	emit_out(cs, v);
 }
 
+/* The kernel dropped a packet we were following: a datagram before its
+ * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it. */
+static __always_inline int on_kfree_skb(struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+	struct cpu_state *cs = this_cpu();
+	if (cs && cs->probed_skb == key) {
+		tcp_probe_undo(cs, skb);
+		return 0;
+	}
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (e && stash_claim(e, key))
+		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+	return 0;
+}
+
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
 	ARM(ARMED_RECV_RETURN);

@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdarg>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include <bpf/bpf.h>
@@ -121,6 +122,7 @@ struct Tracer::Impl {
   ring_buffer *ring = nullptr;
   RecordFn on_record;
   int ncpus = 1;
+  std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
 
   ~Impl() {
     if (ring)
@@ -192,6 +194,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
       throw Error(ExitCode::Software, "the BPF object has no program " + std::string(c.chosen->program) + " for " +
                                           hook_label(*c.chosen));
     chosen.push_back(p);
+    impl_->programs.emplace_back(hook_label(*c.chosen), p);
   }
   bpf_program *prog;
   bpf_object__for_each_program(prog, skel->obj)
@@ -289,6 +292,17 @@ bool Tracer::wait_until_live(int timeout_ms) {
 }
 
 int Tracer::ring_epoll_fd() const { return ring_buffer__epoll_fd(impl_->ring); }
+
+std::map<std::string, uint64_t> Tracer::hook_misses() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto &[label, prog] : impl_->programs) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_prog_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+      out[label] += info.recursion_misses;
+  }
+  return out;
+}
 
 std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
   return impl_->sum_percpu<NETLATD_DROP_COUNT>(impl_->skel->maps.drops);
