@@ -82,4 +82,8 @@ void route_libbpf_logs();
 // The last warning libbpf printed, to explain a failed load.
 std::string last_libbpf_warning();
 
+// From a libbpf warning holding a verifier log, why the verifier refused the
+// program ("program NAME: VERDICT"); "" for any other message.
+std::string verifier_verdict(const std::string &log);
+
 }  // namespace netlatd
