@@ -13,7 +13,9 @@
 
 using namespace nltest;
 
-TEST_CASE("readers: a UDP socket's slots resync after an overflow", "[bpf][readers][resync]") {
+namespace {
+
+void run_resync(int threads, const std::string &call, uint16_t port) {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
@@ -24,17 +26,17 @@ TEST_CASE("readers: a UDP socket's slots resync after an overflow", "[bpf][reade
   // rest as they come.
   const int n = 3000;
   ReaderRunSpec spec;
-  spec.port = 5421;
+  spec.port = port;
   spec.to = net.rx_addr;
   spec.reader_mode = "udp";
-  spec.reader_args = {"--bind", spec.to, "--threads", "1", "--call", "recvfrom", "--delay-ms", "150",
+  spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--delay-ms", "150",
                       "--expect", std::to_string(n)};
   spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(n), "--burst-size", "1",
                       "--gap-us", "100", "--lengths", "distinct"};
   spec.expect_reads = static_cast<size_t>(n);
   ReaderRun run = run_readers(net, spec);
-  report("resync after an overflow", run);
+  report("resync after an overflow, " + std::to_string(threads) + " threads, " + call, run);
   check_no_wrong_records(run);
 
   // The overflow happened, and was counted.
@@ -67,4 +69,16 @@ TEST_CASE("readers: a UDP socket's slots resync after an overflow", "[bpf][reade
   std::fprintf(stderr, "  caught up at datagram %lld; %zu of the %zu after it named\n",
                static_cast<long long>(caught_up), named, later);
   CHECK(named * 10 >= later * 9);
+}
+
+}  // namespace
+
+TEST_CASE("readers: a UDP socket's slots resync after an overflow, 1 thread", "[bpf][readers][resync]") {
+  run_resync(1, "recvfrom", 5421);
+}
+
+// Several threads: the read that resyncs is one of them, the others are
+// blocked in their calls or about to return theirs.
+TEST_CASE("readers: a UDP socket's slots resync after an overflow, 4 threads", "[bpf][readers][resync]") {
+  run_resync(4, "recvmsg", 5422);
 }
