@@ -152,6 +152,9 @@ struct udp_sock_state {
 	__u32 owed;                 /* ambiguous reads, each of which took one marked slot */
 	__u32 incomplete;           /* a datagram got no slot: reads are no longer named */
 	__u32 gone;                 /* LIVE slots of datagrams dequeued before their slot was made */
+	__u32 live;                 /* LIVE slots */
+	__u32 missing;              /* datagrams that got no slot since the slots last mirrored
+				     * the queue (udp_read.bpf.h resync_slots) */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 

@@ -82,6 +82,7 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 	} else {
 		r = decide_by_order(st, slots, mask, in, cs, hp);
 		retire_marked(st, slots, mask, in, cs, hp);
+		resync_slots(st, slots, mask, in, cs);
 	}
 	advance_head(st, slots, mask);
 	return r;

@@ -196,6 +196,7 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 			 * oldest is out of sight, and order cannot be kept. */
 			pc->lost_order = !st->incomplete;
 			st->incomplete = 1;
+			st->missing++;
 		} else if (!skb || w.dequeued || !skb->next) {
 			push_placeholder(st, big, 0, 0, pc);
 		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
@@ -307,6 +308,7 @@ static __always_inline int on_udp_enqueue_failed(struct sock *sk)
 		if (s->skb == key && s->state == SLOT_LIVE) {
 			s->no_record = 1;
 			s->state = SLOT_DONE;
+			st->live--;
 			dropped = true;
 			break;
 		}

@@ -143,6 +143,8 @@ static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot
 		cs->n_out = n + 1;
 	}
 	s->state = SLOT_DONE;
+	if (st->live)
+		st->live--;
 	if (s->marked && st->marked)
 		st->marked--;
 	if (s->gone && st->gone)
@@ -281,6 +283,46 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 	st->marked -= retired;
 	st->owed -= retired;
 	st->gone -= gone_retired;
+	st->live -= retired;
+}
+
+/* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
+ * slot) mirror it again once every datagram that got a slot, or was counted
+ * missing, has been read by a read that returned: each such read was
+ * ambiguous and owes one of them, so `live + missing == owed`. Then, with the
+ * socket's queues empty and no producer mid-batch, no read is in flight with
+ * a datagram the slots know, nothing queued has a slot, and the LIVE slots
+ * left are all stale. The window is emptied (head = tail): a slot outside
+ * it is never looked at, and slot_append writes each one afresh, so no stale
+ * slot can be taken for a later datagram. Those in sight are written as
+ * packet-only records (read, by one of the reads that owe them); the rest
+ * are left out, as reads of a socket counted in order_lost. Lock held. */
+static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					 const struct udp_read_in *in, struct cpu_state *cs)
+{
+	if (!st->incomplete || !in->quiet || in->head || st->live + st->missing != st->owed)
+		return;
+	__u32 h = st->head, n = st->tail - h < UDP_SCAN ? st->tail - h : UDP_SCAN;
+	/* n_out is 0 here (an incomplete socket's reads are ambiguous, and
+	 * retire_marked leaves it alone), so k stays below UDP_OUT_MAX. */
+	__u32 k = cs->n_out;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
+		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1);
+	}
+	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	st->head = st->tail;
+	st->big = 0;
+	st->live = 0;
+	st->missing = 0;
+	st->marked = 0;
+	st->owed = 0;
+	st->gone = 0;
+	st->incomplete = 0;
 }
 
 /* The head passes slots that are done; an empty socket goes back to its
@@ -309,6 +351,8 @@ static __always_inline int decide_named(struct udp_sock_state *st, struct udp_sl
 		if (u >= 0) {
 			struct udp_slot *s = &slots[(st->head + u) & mask];
 			s->state = SLOT_DONE;
+			if (st->live)
+				st->live--;
 			cs->n_unseen++;
 		}
 	}

@@ -116,6 +116,7 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 		pc->full++;
 		pc->lost_order |= !st->incomplete;
 		st->incomplete = 1;
+		st->missing++;
 		return NULL;
 	}
 	struct udp_slot *s = slot_at(st, big, st->tail);
@@ -126,6 +127,7 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 	s->queue_after = 0;
 	s->skb = 0;
 	st->tail++;
+	st->live++;
 	return s;
 }
 

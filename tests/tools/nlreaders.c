@@ -6,11 +6,13 @@
  * against it. Linked static (it also runs in the vm tier's guests).
  *
  *   nlreaders udp --port P [--bind ADDR] [--threads N] [--call C] [--vlen V]
- *                 [--epoll] [--work-us W] [--expect N]
+ *                 [--epoll] [--work-us W] [--expect N] [--delay-ms D]
  *       N threads (1..64) read one UDP socket, each with call C: recv,
  *       recvfrom (default), recvmsg, recvmmsg (MSG_WAITFORONE, V messages) or
  *       read. Blocking, or with --epoll: each thread epoll_wait()s, works W us
  *       on CPU, then reads non-blocking until EAGAIN. Ends after N datagrams.
+ *       D: every thread sleeps D ms before its first read, so that the socket
+ *       queues a backlog first.
  *   nlreaders udp-churn --port P --peer ADDR --peer-port Q --rounds R
  *                 --per-round K
  *       R times: a new socket bound to P, a ready datagram to the peer, K
@@ -52,7 +54,7 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", NULL};
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", NULL};
 
 static void on_term(int sig)
 {
@@ -80,6 +82,7 @@ static void configure(int argc, char **argv)
 	cfg.vlen = (int)nl_opt_long(o, n, "vlen", 8);
 	cfg.epoll = nl_opt_flag(o, n, "epoll");
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
+	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);
 	cfg.expect = nl_opt_long(o, n, "expect", -1);
 	cfg.peer = nl_opt_str(o, n, "peer", "");
 	cfg.peer_port = (int)nl_opt_long(o, n, "peer-port", 0);

@@ -20,7 +20,7 @@ struct nlr_config {
 	int port, family, threads, vlen, peer_port, rcvbuf;
 	enum nlr_call call;
 	bool epoll;
-	long work_us, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
+	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
 	const char *bind, *peer, *log, *ready_file;
 };
 

@@ -80,6 +80,8 @@ static void *udp_worker(void *arg)
 	struct nlr_worker *w = arg;
 	struct udp_bufs *b = udp_bufs_new();
 	w->tid = nl_tid();
+	if (cfg.delay_ms)
+		usleep((useconds_t)cfg.delay_ms * 1000);
 	while (!atomic_load(&nlr_stop)) {
 		if (cfg.epoll) {
 			/* An event loop: wake, do the application's work, then
