@@ -155,6 +155,11 @@ struct udp_sock_state {
 	__u32 live;                 /* LIVE slots */
 	__u32 missing;              /* datagrams that got no slot since the slots last mirrored
 				     * the queue (udp_read.bpf.h resync_slots) */
+	__u32 owed_unsure;          /* a read owed a datagram that may never get a slot
+				     * (netlatd.bpf.c on_udp_read): owed may be one too many */
+	__u32 reader_tid;           /* the first thread to read the socket */
+	__u32 readers_many;         /* another thread has read it too */
+	__u32 resynced;             /* the slots were resynced at least once */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 

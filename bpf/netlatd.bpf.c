@@ -77,6 +77,10 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
 {
 	int r;
+	if (!st->reader_tid)
+		st->reader_tid = in->tid;
+	else if (st->reader_tid != in->tid)
+		st->readers_many = 1;
 	if (in->consumed) {
 		r = decide_named(st, slots, mask, in->consumed, in->unseen, cs);
 	} else {
@@ -103,7 +107,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return;
-	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG};
+	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
 	if (targ_udp_join == UDP_JOIN_CONSUME) {
 		in.consumed = rs && rs->consumed_sk == (__u64)sk ? rs->consumed_skb : 0;
@@ -120,16 +124,26 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 			return;
 		}
 	} else {
-		/* No state yet: this read took a datagram before its socket's
-		 * first data-ready call ran; that call will give it a slot (gone,
-		 * marked), which this read owes. */
+		/* No state yet: this read took a datagram no data-ready call of
+		 * ours has seen. With the producer side quiet, it was queued
+		 * before netlatd attached and nothing will ever stand for it: the
+		 * read owes nothing. With a producer mid-batch, its data-ready
+		 * call may still be to come and give it a slot (gone, marked),
+		 * which this read owes; or it was queued before attach after all,
+		 * and `owed` is one too many. One too many would let a retirement
+		 * or a resync run while a read of a datagram with a slot is in
+		 * flight, so the socket is marked unsure until no slot is left
+		 * that a read could hold (udp_read.bpf.h resync_slots). */
 		if (!st) {
 			st = udp_state_create(sk);
-			if (st) {
+			if (st && !targ_push_before_queue && !producers_quiet(sk)) {
 				bpf_spin_lock(&st->lock);
 				st->owed++;
+				st->owed_unsure = 1;
 				bpf_spin_unlock(&st->lock);
 				COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+			} else {
+				COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
 			}
 			return;
 		}
@@ -139,14 +153,18 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (!in.consumed) {
 		in.head = queue_head(sk);
-		int pidx = port_index(sk->__sk_common.skc_num);
-		in.sole = pidx >= 0 && sole_producer(pidx, v->now);
-		/* A quiet producer side is needed unless one CPU feeds the port
-		 * and the head has a slot (decide_by_order), and to retire. */
-		if (targ_push_before_queue)
+		/* Where the kernel says when a producer is mid-batch, it alone
+		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
+		 * a timing assumption, which a vCPU stalled by its host breaks.
+		 * It stands in only on kernels without that signal. */
+		if (targ_push_before_queue) {
 			in.quiet = true;
-		else if (!in.sole || !in.head || stash_find(in.head) || st->marked)
+		} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
 			in.quiet = producers_quiet(sk);
+		} else {
+			int pidx = port_index(sk->__sk_common.skc_num);
+			in.sole = pidx >= 0 && sole_producer(pidx, v->now);
+		}
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	cs->n_out = 0;

@@ -106,6 +106,7 @@ struct udp_read_in {
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
 	bool quiet;      /* producers_quiet(), or pushes precede queueing */
 	bool sole;       /* one CPU alone feeds the port */
+	__u32 tid;       /* the reading thread */
 	__u64 head;      /* queue_head() */
 };
 
@@ -206,6 +207,13 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	 * port they run in queue order, each before the next datagram's, so a
 	 * head with a slot says so; otherwise only a quiet producer side does. */
 	bool certain = !st->incomplete && (in->quiet || (hp->kind == HEAD_SLOT && in->sole));
+	/* After a resync, a thread other than the one that resynced may have
+	 * been in flight with a datagram whose slot the resync wrote out: its
+	 * read cannot be named, and what it owes may be nothing (resync_slots). */
+	if (st->resynced && st->reader_tid != in->tid) {
+		certain = false;
+		st->owed_unsure = 1;
+	}
 	/* A read looks at UDP_SCAN slots past the head: the candidates must all
 	 * be in sight, those before the head and the dequeued ones anywhere. */
 	if (f - h > UDP_SCAN)
@@ -260,7 +268,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 					  const struct udp_read_in *in, struct cpu_state *cs,
 					  const struct head_pos *hp)
 {
-	if (!st->marked || st->marked != st->owed || !in->quiet || st->incomplete)
+	if (!st->marked || st->marked != st->owed || !in->quiet || st->incomplete || st->owed_unsure)
 		return;
 	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
@@ -287,20 +295,29 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 }
 
 /* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
- * slot) mirror it again once every datagram that got a slot, or was counted
- * missing, has been read by a read that returned: each such read was
- * ambiguous and owes one of them, so `live + missing == owed`. Then, with the
- * socket's queues empty and no producer mid-batch, no read is in flight with
- * a datagram the slots know, nothing queued has a slot, and the LIVE slots
- * left are all stale. The window is emptied (head = tail): a slot outside
- * it is never looked at, and slot_append writes each one afresh, so no stale
- * slot can be taken for a later datagram. Those in sight are written as
- * packet-only records (read, by one of the reads that owe them); the rest
- * are left out, as reads of a socket counted in order_lost. Lock held. */
+ * slot) mirror it again when a read returns to find the socket's queues empty
+ * and no producer mid-batch, on a socket only this thread has ever read: no
+ * other read can be in flight, nothing queued has a slot, and the LIVE slots
+ * left are all stale. The window is emptied (head = tail): a slot outside it
+ * is never looked at, and slot_append writes each one afresh, so no stale slot
+ * can be taken for a later datagram. Those in sight are written as
+ * packet-only records (read by the reads that owe them); the rest are left
+ * out, as reads of a socket counted in order_lost. A thread that had never
+ * read may still have been in flight with one of them: reads by any other
+ * thread are never named after a resync (decide_by_order).
+ *
+ * With several reader threads, one may hold a datagram whose slot is LIVE
+ * while another read owes one too many, and nothing in the kernel (without
+ * fentry) says which: such a socket stays unnamed after an overflow, its
+ * reads counted ambiguous. Where only `owed` is in doubt (owed_unsure), the
+ * counts are reset once no slot is LIVE and none is missing: then no read can
+ * be in flight with a datagram the slots know. Lock held. */
 static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 					 const struct udp_read_in *in, struct cpu_state *cs)
 {
-	if (!st->incomplete || !in->quiet || in->head || st->live + st->missing != st->owed)
+	if (!(st->incomplete || st->owed_unsure) || !in->quiet || in->head)
+		return;
+	if (st->readers_many && (st->incomplete || st->live || st->missing))
 		return;
 	__u32 h = st->head, n = st->tail - h < UDP_SCAN ? st->tail - h : UDP_SCAN;
 	/* n_out is 0 here (an incomplete socket's reads are ambiguous, and
@@ -322,7 +339,10 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	st->marked = 0;
 	st->owed = 0;
 	st->gone = 0;
+	/* A reset with nothing live and nothing missing wrote nothing out. */
+	st->resynced |= st->incomplete;
 	st->incomplete = 0;
+	st->owed_unsure = 0;
 }
 
 /* The head passes slots that are done; an empty socket goes back to its

@@ -68,7 +68,16 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
   later = static_cast<size_t>(n - 1 - caught_up);
   std::fprintf(stderr, "  caught up at datagram %lld; %zu of the %zu after it named\n",
                static_cast<long long>(caught_up), named, later);
-  CHECK(named * 10 >= later * 9);
+  if (threads == 1) {
+    CHECK(named * 10 >= later * 9);
+  } else {
+    // Several threads: one may have been in flight with a datagram when
+    // another found the queue empty, and without fentry nothing says so.
+    // The socket stays unnamed, and says so: every read is counted
+    // ambiguous, none named on a guess.
+    CHECK(named == 0);
+    CHECK(run.totals.ambiguous_reads + run.verdict.right >= static_cast<uint64_t>(n) * 9 / 10);
+  }
 }
 
 }  // namespace
@@ -77,17 +86,18 @@ TEST_CASE("readers: a UDP socket's slots resync after an overflow, 1 thread", "[
   run_resync(1, "recvfrom", 5421);
 }
 
-// Several threads: the read that resyncs is one of them, the others are
-// blocked in their calls or about to return theirs.
+// Several threads: none can know the others are not in flight, so the slots
+// do not resync; the reads are counted ambiguous instead of named.
 TEST_CASE("readers: a UDP socket's slots resync after an overflow, 4 threads", "[bpf][readers][resync]") {
   run_resync(4, "recvmsg", 5422);
 }
 
 // 16 threads reading bursts of equal-length datagrams from two CPUs, after a
 // backlog larger than the slots: many reads in flight whenever the queue
-// drains, the slots resync at such moments, and then overflow again whenever
-// a burst outruns the readers. Nothing here may name a wrong reader.
-TEST_CASE("readers: UDP slots resync under 16 threads in bursts", "[bpf][readers][resync]") {
+// drains. Resyncing there once named a wrong datagram (a read in flight with
+// a datagram whose slot the resync had written out): nothing here may name a
+// wrong reader, and every read is named or counted.
+TEST_CASE("readers: UDP slots after an overflow, 16 threads in bursts", "[bpf][readers][resync]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
@@ -104,12 +114,9 @@ TEST_CASE("readers: UDP slots resync under 16 threads in bursts", "[bpf][readers
   spec.expect_reads = static_cast<size_t>(n);
   ReaderRun run = run_readers(net, spec);
   report("resync, 16 threads in bursts", run);
-  if (!run.verdict.sport_seen)
+  if (!run.records.empty() && !run.verdict.sport_seen)
     SKIP("netlatd's records have no `sport` (schema 2): equal-length datagrams cannot be told apart");
   check_no_wrong_records(run);
   CHECK(run.totals.drops["order_lost"] >= 1);
-  // Named again after the backlog (some 15 bursts): without the resync, no
-  // read after it would be. Equal lengths from 16 threads leave many reads
-  // ambiguous (see test_readers.cpp), so only a quarter is asked for.
-  CHECK(run.verdict.right > static_cast<size_t>(n) / 4);
+  CHECK(run.totals.ambiguous_reads + run.verdict.right >= static_cast<uint64_t>(n) * 9 / 10);
 }

@@ -11,8 +11,8 @@
  *       recvfrom (default), recvmsg, recvmmsg (MSG_WAITFORONE, V messages) or
  *       read. Blocking, or with --epoll: each thread epoll_wait()s, works W us
  *       on CPU, then reads non-blocking until EAGAIN. Ends after N datagrams.
- *       D: every thread sleeps D ms before its first read, so that the socket
- *       queues a backlog first.
+ *       D: every thread waits for the first datagram, then sleeps D ms before
+ *       its first read, so that the socket queues a backlog first.
  *   nlreaders udp-churn --port P --peer ADDR --peer-port Q --rounds R
  *                 --per-round K
  *       R times: a new socket bound to P, a ready datagram to the peer, K

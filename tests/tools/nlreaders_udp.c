@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,8 +81,14 @@ static void *udp_worker(void *arg)
 	struct nlr_worker *w = arg;
 	struct udp_bufs *b = udp_bufs_new();
 	w->tid = nl_tid();
-	if (cfg.delay_ms)
+	if (cfg.delay_ms) {
+		/* The backlog is counted from the first datagram, not from the
+		 * start: a sender slow to start (a loaded machine) must still
+		 * find the reader away for the whole delay. */
+		struct pollfd p = {.fd = w->fd, .events = POLLIN};
+		poll(&p, 1, 10000);
 		usleep((useconds_t)cfg.delay_ms * 1000);
+	}
 	while (!atomic_load(&nlr_stop)) {
 		if (cfg.epoll) {
 			/* An event loop: wake, do the application's work, then
