@@ -29,32 +29,16 @@ static __always_inline void read_clock_once(void)
 	asm volatile("" ::"r"(t));
 }
 
-SEC("tp_btf")
-int tp_btf_empty(void *ctx) { return 0; }
+/* Both flavours for one attach kind: <kind>_empty and <kind>_clock, in the
+ * section libbpf knows the kind by (the target is set before load). */
+#define FLOOR_PROGRAMS(kind)                             \
+	SEC(#kind) int kind##_empty(void *ctx) { return 0; } \
+	SEC(#kind) int kind##_clock(void *ctx)               \
+	{                                                    \
+		read_clock_once();                           \
+		return 0;                                    \
+	}
 
-SEC("tp_btf")
-int tp_btf_clock(void *ctx)
-{
-	read_clock_once();
-	return 0;
-}
-
-SEC("fentry")
-int fentry_empty(void *ctx) { return 0; }
-
-SEC("fentry")
-int fentry_clock(void *ctx)
-{
-	read_clock_once();
-	return 0;
-}
-
-SEC("fexit")
-int fexit_empty(void *ctx) { return 0; }
-
-SEC("fexit")
-int fexit_clock(void *ctx)
-{
-	read_clock_once();
-	return 0;
-}
+FLOOR_PROGRAMS(tp_btf)
+FLOOR_PROGRAMS(fentry)
+FLOOR_PROGRAMS(fexit)
