@@ -12,6 +12,7 @@ import argparse
 import ctypes
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -37,10 +38,16 @@ PERF_EVENTS = [
     "skb:skb_copy_datagram_iovec", "skb:consume_skb", "skb:kfree_skb",
 ]
 
+# Issue 12's targets for this 2-vCPU VM. The BPF time per round trip is judged
+# against the floor measured in the same run (floor-clock: the same hooks, each
+# reading the clock once), not against a fixed figure: the clock read alone
+# costs several times more under kvm-clock than on bare-metal TSC.
 TARGETS = {
-    "roundtrip_p50_delta_ns": 500,
-    "rate_loss_pct": 3.0,
-    "hook_mean_ns": 60,
+    "roundtrip_p50_delta_ns": 1000,
+    "roundtrip_vs_bpftrace": 4.0,
+    "bpf_rt_vs_clock_floor": 1.3,
+    "rate_loss_pct": 5.0,
+    "hook_mean_ns": 80,
     "cpu_pct_at_100k": 2.0,
     "rss_mib": 20.0,
     "ringbuf_drops_at_200k": 0,
@@ -51,6 +58,13 @@ TARGETS = {
 
 # Parts that measure only the daemon; the others compare every tracer available.
 NETLATD_ONLY_PARTS = ("daemon", "startstop")
+
+# nlbench-floor (bench/floor.cpp) at the hooks netlatd's plan chose here, with
+# programs that return at once, and with programs that read the clock once.
+FLOOR_VARIANTS = ("floor-empty", "floor-clock")
+# The one the ratios are taken to: netlatd must read the clock at its hooks.
+FLOOR_REF = "floor-clock"
+SMOKE_SOCKPERF_VARIANTS = ("baseline", FLOOR_REF, "netlatd")
 
 
 class BenchError(Exception):
@@ -322,6 +336,53 @@ def bpf_prog_stats(ids):
     return out
 
 
+def netlatd_plan(netlatd):
+    """The hooks netlatd's plan chose on this kernel, as `netlatd --check` prints them
+    ("tp_btf/netif_receive_skb", "fexit/sock_recvmsg"): the points the floor attaches
+    at. Raises BenchError when netlatd cannot say (it cannot run here)."""
+    r = run([netlatd, "--check"], check=False, timeout=60)
+    hooks, in_block = [], False
+    for line in r.stdout.splitlines():
+        if line.startswith("hook points"):
+            in_block = True
+            continue
+        if in_block:
+            if not line.strip():
+                break
+            # "  <point>  <chosen hook or ->  [<candidates>]"
+            fields = line.split(None, 2)
+            if len(fields) >= 2 and fields[1] != "-":
+                hooks.append(fields[1])
+    if r.returncode != 0 or not hooks:
+        raise BenchError(f"netlatd --check gave no plan (exit {r.returncode}): "
+                         f"{(r.stdout + r.stderr).strip()[-300:]}")
+    return hooks
+
+
+def sockperf_result(text):
+    """Figures of one `sockperf ping-pong --full-rtt` run from its report (usec)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    out = {}
+    for key, pat in (("p50_ns", r"percentile 50\.000 =\s*([0-9.]+)"),
+                     ("p90_ns", r"percentile 90\.000 =\s*([0-9.]+)"),
+                     ("p99_ns", r"percentile 99\.000 =\s*([0-9.]+)"),
+                     ("min_ns", r"<MIN> observation =\s*([0-9.]+)"),
+                     ("max_ns", r"<MAX> observation =\s*([0-9.]+)"),
+                     ("mean_ns", r"avg-rtt=([0-9.]+)")):
+        m = re.search(pat, text)
+        if m:
+            out[key] = float(m.group(1)) * 1000
+    m = re.search(r"Total (\d+) observations", text)
+    out["count"] = int(m.group(1)) if m else 0
+    m = re.search(r"# dropped messages = (\d+)", text)
+    out["lost"] = int(m.group(1)) if m else 0
+    # Every datagram of the run, warm-up included: what a tracer on lo sees.
+    m = re.search(r"\[Total Run\].*SentMessages=(\d+); ReceivedMessages=(\d+)", text)
+    if m:
+        out["packets_total"] = int(m.group(1)) + int(m.group(2))
+    return out if "p50_ns" in out and "p99_ns" in out and "mean_ns" in out else None
+
+
 class Bench:
     def __init__(self, a):
         self.a = a
@@ -329,6 +390,8 @@ class Bench:
         self.cleanups = []
         self.results = {"schema": 1, "smoke": a.smoke, "errors": [], "notes": []}
         self.tracer_failures = []
+        self.bench_failures = []
+        self.sockperf = None
         self.tmp = tempfile.mkdtemp(prefix="nlbench-")
         self.cleanups.append(lambda: shutil.rmtree(self.tmp, ignore_errors=True)
                              if not a.keep_logs else log(f"logs kept in {self.tmp}"))
@@ -339,7 +402,9 @@ class Bench:
         sub = pid % 250 + 1
         self.ip_root = f"10.201.{sub}.1"
         self.ip_ns = f"10.201.{sub}.2"
-        self.ports = self.free_udp_ports(3)
+        # Ping-pong server and client, flood, sockperf server and client.
+        self.ports = self.free_udp_ports(5)
+        self.plan = None  # netlatd's hooks here (netlatd_plan), for the floor
 
     # ---- set-up and tear-down -------------------------------------------------------
 
@@ -403,10 +468,37 @@ class Bench:
     def ns_cmd(self, cmd):
         return ["ip", "netns", "exec", self.ns] + cmd
 
+    def find_floor_and_sockperf(self):
+        """The floor needs netlatd's plan on this kernel and nlbench-floor; sockperf
+        needs its binary. Each one missing is said, and the bench goes on without it,
+        except a floor that was built and cannot be set up: that is a broken bench."""
+        a, host = self.a, self.results["host"]
+        self.sockperf = None if a.no_sockperf else shutil.which("sockperf")
+        if not self.sockperf and not a.no_sockperf:
+            self.results["notes"].append("sockperf not installed (scripts/install-deps.sh "
+                                         "--bench): its round-trip rows are skipped")
+        if a.no_floor:
+            return
+        if not a.netlatd:
+            self.results["notes"].append("floor: needs netlatd's plan (netlatd --check); skipped")
+            return
+        if not os.access(self.tool("floor"), os.X_OK):
+            self.bench_error("floor", f"{self.tool('floor')} was not built (see run.sh)")
+            return
+        try:
+            self.plan = netlatd_plan(a.netlatd)
+        except BenchError as e:
+            self.bench_error("floor", str(e))
+            return
+        host["plan"] = self.plan
+        log(f"floor: netlatd's plan here has {len(self.plan)} hooks: {' '.join(self.plan)}")
+
     # ---- tracers -------------------------------------------------------------------
 
     def variants(self):
         v = ["baseline"]
+        if self.plan:
+            v += list(FLOOR_VARIANTS)
         if self.a.netlatd:
             v += ["netlatd", "netlatd-outliers"]
         if shutil.which("bpftrace") and not self.a.no_bpftrace:
@@ -438,7 +530,19 @@ class Bench:
             cmd = ["bpftrace", self.a.bt, str(ifindex), str(ports[0]), str(p2)]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
-        elif variant == "floor":
+        elif variant in FLOOR_VARIANTS:
+            cmd = [self.tool("floor"), "--flavour", variant.split("-", 1)[1], "--seconds", "3600"]
+            for h in self.plan:
+                cmd += ["--hook", h]
+            pr = Proc(self, variant, cmd, ready=("stdout", lambda l: '"ready"' in l))
+            if not pr.wait_ready(30):
+                raise BenchError(not_ready(pr, 30))
+            info["t_ready"] = pr.ready_at
+            ready = pr.json_lines()[-1]
+            # The kernel names every copy after its function; the row is the hook's.
+            info["prog_names"] = {p["id"]: p["hook"] for p in ready["programs"]}
+            return pr, info
+        elif variant == "bpftrace-floor":
             cmd = ["bpftrace", os.path.join(os.path.dirname(self.a.bt), "hook-floor.bt")]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
@@ -531,7 +635,11 @@ class Bench:
 
     def stop_comparison(self, variant, pr, info):
         out = {}
-        if variant == "perf":
+        if variant in FLOOR_VARIANTS:
+            pr.stop(signal.SIGTERM, timeout=10)
+            if pr.p.returncode != 0:
+                raise BenchError(f"{variant} exited with {pr.p.returncode}: {pr.text(last=3)}")
+        elif variant == "perf":
             dt = time.monotonic() - info["t_ready"]
             pr.stop(signal.SIGINT, timeout=30)
             size = os.path.getsize(info["perf_data"]) if os.path.exists(info["perf_data"]) else 0
@@ -551,54 +659,69 @@ class Bench:
         a = self.a
         p_srv, p_cli = self.ports[0], self.ports[1]
         paths = {
-            "loopback": dict(iface="lo", ifindex=1, srv_cmd=self.pinned(
+            "loopback": dict(iface="lo", ifindex=1, ports=[p_srv, p_cli], srv_cmd=self.pinned(
                              [self.tool("pingpong"), "server",
                               "--bind", f"127.0.0.1:{p_srv}", "--seconds", "3600"]),
                              to=f"127.0.0.1:{p_srv}", bind=f"127.0.0.1:{p_cli}",
                              traced_ends=2),
-            "veth": dict(iface=self.veth, ifindex=self.veth_ifindex,
+            "veth": dict(iface=self.veth, ifindex=self.veth_ifindex, ports=[p_srv, p_cli],
                          srv_cmd=self.ns_cmd(self.pinned(
                              [self.tool("pingpong"), "server", "--bind",
                               f"{self.ip_ns}:{p_srv}", "--seconds", "3600"])),
                          to=f"{self.ip_ns}:{p_srv}", bind=f"{self.ip_root}:{p_cli}",
                          traced_ends=1),  # the server's end is in the namespace
         }
+        if self.sockperf:
+            # A third-party client and server on the same loopback path, so the
+            # headline figure does not rest on our own ping-pong tool alone.
+            sp_srv, sp_cli = self.ports[3], self.ports[4]
+            paths["loopback-sockperf"] = dict(
+                iface="lo", ifindex=1, ports=[sp_srv, sp_cli], sockperf=True,
+                srv_cmd=self.pinned([self.sockperf, "server", "-i", "127.0.0.1",
+                                     "-p", str(sp_srv)]),
+                cli_cmd=self.pinned([self.sockperf, "ping-pong", "-i", "127.0.0.1",
+                                     "-p", str(sp_srv), "-m", "64",
+                                     "-t", str(a.sockperf_seconds), "--full-rtt",
+                                     "--no-rdtsc", "--client_ip", "127.0.0.1",
+                                     "--client_port", str(sp_cli)]))
         variants = self.variants()
         runs = []
         # Registered now so that the runs done survive a stop half-way.
         self.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
-                                     "summary": {}, "runs": runs}
+                                     "sockperf_seconds": a.sockperf_seconds if self.sockperf
+                                     else None, "summary": {}, "runs": runs}
         failed = set()
         for name, pth in paths.items():
-            srv = Proc(self, f"pingpong-server-{name}", pth["srv_cmd"],
-                       ready=("stdout", lambda l: '"ready"' in l))
-            if not srv.wait_ready(10):
-                raise BenchError(f"pingpong server ({name}) did not start: {srv.text()}")
+            if pth.get("sockperf"):
+                # sockperf says nothing when it is ready: it is when its port is bound.
+                srv = Proc(self, f"sockperf-server-{name}", pth["srv_cmd"])
+                if not wait_udp_bound(pth["ports"][0], srv, 10):
+                    raise BenchError(f"sockperf server did not start: {srv.text('stdout')}")
+            else:
+                srv = Proc(self, f"pingpong-server-{name}", pth["srv_cmd"],
+                           ready=("stdout", lambda l: '"ready"' in l))
+                if not srv.wait_ready(10):
+                    raise BenchError(f"pingpong server ({name}) did not start: {srv.text()}")
             pth["server"] = srv
         for rnd in range(a.rounds):
             for name, pth in paths.items():
                 for v in variants:
                     if (name, v) in failed:
                         continue
+                    # The smoke run keeps every variant alive on the other paths; on
+                    # sockperf's it keeps what the ratio needs, to stay short.
+                    if a.smoke and pth.get("sockperf") and v not in SMOKE_SOCKPERF_VARIANTS:
+                        continue
                     rec = {"round": rnd, "path": name, "variant": v}
                     try:
                         tr, info = self.start_tracer(v, pth["iface"], pth["ifindex"],
-                                                     [p_srv, p_cli])
+                                                     pth["ports"])
                     except BenchError as e:
                         self.tracer_error(v, f"roundtrip {name}: {e}")
                         failed.add((name, v))
                         continue
                     try:
-                        cli = Proc(self, "pingpong-client",
-                                   self.pinned([self.tool("pingpong"), "client", "--to",
-                                                pth["to"], "--bind", pth["bind"], "--count",
-                                                str(a.count), "--warmup", str(a.warmup)]))
-                        rc = cli.wait(max(60, a.count * 0.01))
-                        res = cli.json_lines()
-                        if rc != 0 or not res:
-                            raise BenchError(f"pingpong client ({name}, {v}) failed: "
-                                             f"{cli.text()}")
-                        rec.update(res[-1])
+                        rec.update(self.roundtrip_client(name, pth, v))
                     finally:
                         try:
                             rec.update(self.stop_tracer(v, tr, info))
@@ -606,15 +729,38 @@ class Bench:
                             self.tracer_error(v, f"roundtrip {name}: {e}")
                     # A tracer that attaches but follows no packet costs nothing and
                     # measures nothing: that is a failure, not a good figure.
-                    want = (a.count + a.warmup) * pth["traced_ends"]
+                    want = rec.pop("packets_total", None) or \
+                        (a.count + a.warmup) * pth.get("traced_ends", 2)
                     if v.startswith("netlatd") and rec.get("traced_packets", 0) < 0.9 * want:
                         self.tracer_error(v, f"roundtrip {name}: traced "
                                           f"{rec.get('traced_packets')} of {want} packets")
                     runs.append(rec)
-                    log(f"roundtrip round {rnd + 1}/{a.rounds} {name:8s} {v:17s} "
+                    log(f"roundtrip round {rnd + 1}/{a.rounds} {name:17s} {v:17s} "
                         f"p50 {rec['p50_ns'] / 1000:7.2f} us  p99 {rec['p99_ns'] / 1000:7.2f} us")
         for pth in paths.values():
             pth["server"].kill()
+
+    def roundtrip_client(self, name, pth, v):
+        """One client run on a path: its figures (p50_ns, p99_ns, mean_ns, lost...)."""
+        a = self.a
+        if pth.get("sockperf"):
+            cli = Proc(self, "sockperf-client", pth["cli_cmd"])
+            rc = cli.wait(a.sockperf_seconds + 30)
+            res = sockperf_result("\n".join(l for _, l in cli.lines["stdout"] +
+                                            cli.lines["stderr"]))
+            if rc != 0 or not res:
+                raise BenchError(f"sockperf client ({v}) failed (exit {rc}): "
+                                 f"{cli.text('stdout')}")
+            return res
+        cli = Proc(self, "pingpong-client",
+                   self.pinned([self.tool("pingpong"), "client", "--to", pth["to"],
+                                "--bind", pth["bind"], "--count", str(a.count),
+                                "--warmup", str(a.warmup)]))
+        rc = cli.wait(max(60, a.count * 0.01))
+        res = cli.json_lines()
+        if rc != 0 or not res:
+            raise BenchError(f"pingpong client ({name}, {v}) failed: {cli.text()}")
+        return res[-1]
 
     # ---- floods -------------------------------------------------------------------------
 
@@ -684,11 +830,11 @@ class Bench:
         a = self.a
         out = self.results["hooks"] = {}
         rt_out = self.results["hooks_roundtrip"] = {}
-        tracers = []
+        tracers = [v for v in self.variants() if v in FLOOR_VARIANTS]
         if a.netlatd:
             tracers.append("netlatd")
         if "bpftrace" in self.variants():
-            tracers += ["bpftrace", "floor"]
+            tracers += ["bpftrace", "bpftrace-floor"]
         for v in tracers:
             r = self._bpf_stats_during(v, self.veth, self.veth_ifindex, [self.ports[2]],
                                        lambda: self.flood(0, a.flood_seconds))
@@ -727,7 +873,7 @@ class Bench:
                 raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
             return cli.json_lines()[-1]
         try:
-            for v in [t for t in tracers if t != "floor"]:
+            for v in [t for t in tracers if t != "bpftrace-floor"]:
                 r = self._bpf_stats_during(v, "lo", 1, [p_srv, p_cli], pingpong)
                 if r is None:
                     continue
@@ -764,7 +910,10 @@ class Bench:
         finally:
             extra = self.stop_tracer(v, tr, info)
         progs = []
-        for pid_, (name, cnt, ns) in sorted(after.items(), key=lambda kv: kv[1][0]):
+        names = info.get("prog_names", {})
+        for pid_, (name, cnt, ns) in sorted(after.items(),
+                                            key=lambda kv: names.get(kv[0], kv[1][0])):
+            name = names.get(pid_, name)
             _, cnt0, ns0 = before.get(pid_, (name, 0, 0))
             d_cnt, d_ns = cnt - cnt0, ns - ns0
             progs.append({"id": pid_, "name": name, "run_cnt": d_cnt, "run_time_ns": d_ns,
@@ -835,6 +984,32 @@ class Bench:
         self.results["errors"].append({"variant": v, "message": msg})
         if v.startswith("netlatd"):
             self.tracer_failures.append(msg)
+        elif v in FLOOR_VARIANTS:
+            # The floor is the bench's own yardstick: without it the ratios are
+            # missing, and that is the bench broken, not a tracer's figure missing.
+            self.bench_failures.append(msg)
+
+    def bench_error(self, what, msg):
+        log(f"error: {what}: {msg}")
+        self.results["errors"].append({"variant": what, "message": msg})
+        self.bench_failures.append(msg)
+
+
+def wait_udp_bound(port, pr, timeout):
+    """Whether a UDP/IPv4 socket is bound to port within timeout (for a server
+    that prints nothing when ready); False also when pr exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pr.p.poll() is not None:
+            return False
+        # /proc/net/udp, not a test bind: a bind of ours could take the port
+        # from under the server for an instant.
+        with open("/proc/net/udp") as f:
+            next(f)
+            if any(line.split()[1].endswith(f":{port:04X}") for line in f):
+                return True
+        time.sleep(0.05)
+    return False
 
 
 def not_ready(pr, timeout):
@@ -900,6 +1075,39 @@ def summarize(res):
             summary[v] = {"recv_pps": pps,
                           "loss_pct": (base - pps) / base * 100 if base else None}
         pr["summary"] = summary
+    res["floor_ratios"] = floor_ratios(res)
+
+
+def floor_ratios(res):
+    """Each tracer's figures beside the floor's, and as a multiple of the clock-reading
+    floor (FLOOR_REF): rows of {"figure", "unit", "values": {variant: value}}. A ratio
+    is only taken where the floor's own figure is above zero (a round-trip delta of the
+    floor can come out at or below zero on a noisy host)."""
+    rows = []
+
+    def add(figure, unit, values):
+        values = {v: x for v, x in values.items() if x is not None}
+        if any(v in values for v in FLOOR_VARIANTS):
+            rows.append({"figure": figure, "unit": unit, "values": values})
+    rt = (res.get("roundtrip") or {}).get("summary", {})
+    for path, what in (("loopback", "loopback RTT p50 added (nlbench-pingpong)"),
+                       ("loopback-sockperf", "loopback RTT p50 added (sockperf)"),
+                       ("veth", "veth RTT p50 added (nlbench-pingpong)")):
+        add(what, "ns", {v: s["p50_delta_ns"] for v, s in rt.get(path, {}).items()
+                         if v != "baseline"})
+    add("BPF run time per loopback round trip", "ns",
+        {v: h["bpf_ns_per_round_trip"] for v, h in (res.get("hooks_roundtrip") or {}).items()})
+    add("BPF run time per received packet, max-rate flood", "ns",
+        {v: h["bpf_ns_per_packet"] for v, h in (res.get("hooks") or {}).items()
+         if not v.endswith("bpftrace-floor")})
+    add("max UDP receive rate lost", "%",
+        {v: s["loss_pct"] for v, s in ((res.get("packet_rate") or {}).get("summary")
+                                       or {}).items() if v != "baseline"})
+    for r in rows:
+        ref = r["values"].get(FLOOR_REF)
+        r["ratio_to_floor"] = {v: (x / ref if ref and ref > 0 else None)
+                               for v, x in r["values"].items()}
+    return rows
 
 
 def evaluate(res):
@@ -920,16 +1128,26 @@ def evaluate(res):
     # (nearly all of it): a p50 delta below it is the machine's noise, not a result.
     if ok and bpf_rt is not None and bpf_rt > limit:
         ok = "inconclusive"
-    add("loopback RTT p50 added (netlatd)", d, "{:+.0f} ns", "<= +500 ns", ok)
-    add("BPF run time per loopback round trip", bpf_rt, "{:.0f} ns", "<= 500 ns",
-        bpf_rt is not None and bpf_rt <= limit)
+    add("loopback RTT p50 added (netlatd)", d, "{:+.0f} ns", f"<= +{limit} ns", ok)
+    bt = res.get("roundtrip", {}).get("summary", {}).get("loopback", {}).get("bpftrace")
+    vs_bt = bt["p50_delta_ns"] / d if bt and d and d > 0 else None
+    add("loopback RTT p50 added: bpftrace's over netlatd's", vs_bt, "{:.1f} x",
+        f">= {TARGETS['roundtrip_vs_bpftrace']:.0f} x",
+        vs_bt is not None and vs_bt >= TARGETS["roundtrip_vs_bpftrace"])
+    floor = (res.get("hooks_roundtrip") or {}).get(FLOOR_REF)
+    floor_rt = floor["bpf_ns_per_round_trip"] if floor else None
+    ratio = bpf_rt / floor_rt if bpf_rt is not None and floor_rt else None
+    add("BPF run time per loopback round trip", bpf_rt,
+        "{:.0f} ns" + (f" ({ratio:.2f} x the clock floor's {floor_rt:.0f} ns)" if ratio else ""),
+        f"<= {TARGETS['bpf_rt_vs_clock_floor']} x the clock floor",
+        ratio is not None and ratio <= TARGETS["bpf_rt_vs_clock_floor"])
     pr = res.get("packet_rate", {}).get("summary", {}).get("netlatd")
     loss = pr["loss_pct"] if pr else None
-    add("max UDP receive rate lost", loss, "{:.1f} %", "<= 3 %",
+    add("max UDP receive rate lost", loss, "{:.1f} %", f"<= {TARGETS['rate_loss_pct']:.0f} %",
         loss is not None and loss <= TARGETS["rate_loss_pct"])
     hk = res.get("hooks", {}).get("netlatd")
     m = hk["max_hot_ns_per_run"] if hk else None
-    add("mean ns per hot hook (worst)", m, "{:.0f} ns", "<= 60 ns",
+    add("mean ns per hot hook (worst)", m, "{:.0f} ns", f"<= {TARGETS['hook_mean_ns']} ns",
         m is not None and m <= TARGETS["hook_mean_ns"])
     daemon = [r for r in res.get("daemon") or [] if not r.get("ringbuf_mb")]
     at100 = [r for r in daemon if r["rate_target"] == 100000]
@@ -1015,9 +1233,9 @@ def render(res, md=False):
     floor_names = {"softirq_raise": "floor: reads one field",
                    "softirq_entry": "floor: one bpf_ktime_get_ns"}
     for v, h in (res.get("hooks") or {}).items():
-        if v == "floor":
-            title("Floor on this host: classic tracepoint programs doing (almost) nothing, "
-                  "same flood, same BPF statistics")
+        if v == "bpftrace-floor":
+            title("bpftrace's floor on this host: classic tracepoint programs doing (almost) "
+                  "nothing, same flood, same BPF statistics")
             table(["program", "runs", "ns/run"],
                   [(floor_names.get(p["name"], p["name"]), p["run_cnt"],
                     f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-")
@@ -1041,6 +1259,25 @@ def render(res, md=False):
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
                 f"{p['ns_per_round_trip']:.0f}")
                for p in h["progs"] if p["run_cnt"]])
+    fr = res.get("floor_ratios")
+    if fr:
+        tracers = [v for v in dict.fromkeys(v for r in fr for v in r["values"])
+                   if v not in FLOOR_VARIANTS]
+        title(f"Against the floor: netlatd's hooks ({len(res['host'].get('plan') or [])}) "
+              f"with programs that return at once (floor-empty) or read the clock once "
+              f"(floor-clock); x = multiple of {FLOOR_REF}")
+
+        def cell(r, v):
+            x = r["values"].get(v)
+            if x is None:
+                return "n/a"
+            text = f"{x / 1000:+.2f} us" if r["figure"].startswith(("loopback RTT", "veth RTT")) \
+                else f"{x:.1f} %" if r["unit"] == "%" else f"{x:.0f} ns"
+            ratio = r["ratio_to_floor"].get(v)
+            return text if v in FLOOR_VARIANTS else \
+                text + (f" (x{ratio:.2f})" if ratio is not None else " (x n/a)")
+        table(["figure"] + list(FLOOR_VARIANTS) + tracers,
+              [[r["figure"]] + [cell(r, v) for v in list(FLOOR_VARIANTS) + tracers] for r in fr])
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
@@ -1135,6 +1372,12 @@ def main():
     ap.add_argument("--netns", help="namespace name (default nlbench-PID)")
     ap.add_argument("--no-bpftrace", action="store_true")
     ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--no-floor", action="store_true",
+                    help="skip the floor variants (nlbench-floor at netlatd's hooks)")
+    ap.add_argument("--no-sockperf", action="store_true",
+                    help="skip the sockperf client in the round-trip part")
+    ap.add_argument("--sockperf-seconds", type=int,
+                    help="length of each sockperf ping-pong run (sockperf's -t)")
     ap.add_argument("--keep-logs", action="store_true")
     ap.add_argument("--pin-cpu", type=int,
                     help="CPU the ping-pong client and server share (default: the last "
@@ -1146,7 +1389,7 @@ def main():
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
     a = ap.parse_args()
     dflt = dict(rounds=(1, 7), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
-                startstop_reps=(2, 7))
+                startstop_reps=(2, 7), sockperf_seconds=(1, 3))
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
             setattr(a, k, smoke if a.smoke else full)
@@ -1173,6 +1416,8 @@ def main():
         b.results["host"] = {"kernel": os.uname().release, "cpus": os.cpu_count(),
                              "loadavg_start": os.getloadavg()[0],
                              "netlatd": a.netlatd, "variants": b.variants()}
+        b.find_floor_and_sockperf()
+        b.results["host"]["variants"] = b.variants()
         b.setup_netns()
         steps = {"roundtrip": b.roundtrip, "rate": b.packet_rate, "hooks": b.hook_costs,
                  "daemon": b.daemon_cost, "startstop": b.startstop}
@@ -1180,11 +1425,14 @@ def main():
             if p in NETLATD_ONLY_PARTS and not a.netlatd:
                 b.results["notes"].append(f"{p}: netlatd not available, skipped")
                 continue
+            t_part = time.monotonic()
             try:
                 steps[p]()
             finally:
                 # Other work on the host shows up here (our own floods count too).
                 b.results["host"].setdefault("loadavg_after", {})[p] = os.getloadavg()[0]
+                b.results["host"].setdefault("part_seconds", {})[p] = \
+                    round(time.monotonic() - t_part, 1)
     except (BenchError, Stopped, subprocess.TimeoutExpired, OSError, KeyboardInterrupt) as e:
         msg = stop_reason[0] if stop_reason else f"{type(e).__name__}: {e}"
         log(f"error: {msg}")
@@ -1203,6 +1451,9 @@ def main():
         with open(a.markdown, "w") as f:
             f.write(render(b.results, md=True) + "\n")
     log(f"results in {a.out} ({b.results['elapsed_s']:.0f} s)")
+    if rc == 0 and b.bench_failures:
+        log("error: the floor could not be measured (see errors above)")
+        rc = 1
     if rc == 0 and b.tracer_failures:
         log("error: netlatd could not be measured (see errors above)")
         rc = 3

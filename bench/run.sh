@@ -75,6 +75,13 @@ else
   tools_dir=$tools_tmp
 fi
 
+# The floor (bench/floor.cpp + floor.bpf.c) needs libbpf, clang and bpftool
+# like netlatd; if it does not build, bench.py says so and fails the run.
+if [ -z "$tools_tmp" ] &&
+   ! cmake --build "$build_dir" -j"$(nproc)" --target nlbench-floor >"$build_dir/bench-floor-build.log" 2>&1; then
+  log "error: nlbench-floor did not build (see $build_dir/bench-floor-build.log)"
+fi
+
 if [ -z "$netlatd" ]; then
   if [ -f "$build_dir/CMakeCache.txt" ] &&
      cmake --build "$build_dir" -j"$(nproc)" --target netlatd >"$build_dir/bench-netlatd-build.log" 2>&1; then

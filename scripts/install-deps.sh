@@ -4,7 +4,7 @@
 #
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, its kernels)
-#   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf)
+#   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf, sockperf)
 set -euo pipefail
 
 want_vm=0 want_bench=0
@@ -64,7 +64,7 @@ base=(
 backports=(libbpf-dev bpftool catch2)
 extra=()
 [ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils)
-[ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf)
+[ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf sockperf)
 
 missing=()
 for p in "${base[@]}" "${extra[@]}"; do
