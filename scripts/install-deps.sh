@@ -57,7 +57,7 @@ base=(
   clang llvm
   libelf-dev zlib1g-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
-  libsystemd-dev
+  libsystemd-dev libyaml-cpp-dev
   iproute2 procps python3 util-linux kmod systemd dpkg-dev file
   iperf3
 )
