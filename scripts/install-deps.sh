@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything netlatd needs to build, test and benchmark on Debian 12 (bookworm).
-# Idempotent: safe to run again. Needs root. Uses only Debian's package registry.
+# Idempotent: safe to run again. Needs root. Uses Debian's package registry, and npm's
+# for deploy/check's tools (pinned by its package-lock.json).
 #
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --build-only  only what building the daemon needs (deploy/Dockerfile)
@@ -15,7 +16,7 @@ for a in "$@"; do
     --vm) want_vm=1 ;;
     --bench) want_bench=1 ;;
     --all) want_vm=1; want_bench=1 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
