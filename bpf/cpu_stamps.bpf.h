@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: per-CPU stamps that packets and readers pick up later:
  * the NIC IRQ and the NET_RX softirq run (copied into each packet at
  * netif_receive_skb), NAPI poll statistics, the last task switched in and the

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: one ring-buffer record per packet read, built from the
  * packet's stamps and its reader's view; or, for a packet whose reader cannot
  * be named, from the packet's own stamps alone. */

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: netif_receive_skb, the filter. A packet of the watched
  * interface, namespace and ports gets its first stamps here, with the NIC IRQ
  * and softirq stamps of this CPU's NET_RX run: a UDP datagram in the stash

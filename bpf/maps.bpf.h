@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: configuration, maps and per-CPU state; the other
  * headers of bpf/ come after this one. */
 #ifndef NETLATD_MAPS_BPF_H

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+// SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only)
 /*
  * netlatd kernel side: timestamps each stage of each matching packet's
  * receive path and hands one record per packet to user space when the

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* BPF-only helpers for netlatd.bpf.c. User space never includes this file. */
 #ifndef NETLATD_BPF_H
 #define NETLATD_BPF_H

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: what is known of the reading task, in its task-local
  * storage (created only for tasks that read a watched socket or are woken by
  * one): the start of its receive call, the datagram the call dequeued, the

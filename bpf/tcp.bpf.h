@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: TCP segments, keyed by flow and first sequence number
  * from netif_receive_skb until read (docs/JOIN.md). tcp_probe stamps their
  * queueing; a read takes the segments whose last byte lies in the byte range

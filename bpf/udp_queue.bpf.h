@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: a UDP socket's datagrams moved into its slots
  * (udp_slots.bpf.h) when its data-ready call (or, on older kernels, the
  * enqueue function's entry) sees them queued, in the order the socket queued

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: which datagram a UDP read returned (docs/JOIN.md).
  * Where skb_consume_udp can be hooked (fentry) the kernel names it; else the
  * socket's queue order, its head and the read's length decide, and a read

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: a UDP socket's slots, one datagram each in the order
  * the socket queued them (socket-local storage: eight inline, 256 in a second
  * storage once a socket holds more). Everything in a socket's slots changes

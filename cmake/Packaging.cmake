@@ -9,6 +9,8 @@
 #   /etc/logrotate.d/netlatd                  (conffile)
 #   /usr/share/man/man8/netlatd.8.gz
 #   /usr/share/doc/netlatd/OUTPUT.md
+#   /usr/share/doc/netlatd/copyright         (machine-readable, packaging/copyright)
+#   /usr/share/doc/netlatd/changelog.gz      (packaging/changelog)
 #
 # /etc and /lib are absolute destinations: GNUInstallDirs' SYSCONFDIR is the
 # relative "etc", which under the /usr prefix of a package would become
@@ -36,13 +38,24 @@ add_custom_command(OUTPUT ${NETLATD_MANPAGE_GZ}
   COMMAND ${NETLATD_GZIP} -9nc ${CMAKE_CURRENT_SOURCE_DIR}/docs/netlatd.8 > ${NETLATD_MANPAGE_GZ}
   DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/docs/netlatd.8
   COMMENT "Compressing netlatd.8")
-add_custom_target(netlatd_manpage ALL DEPENDS ${NETLATD_MANPAGE_GZ})
+# Debian policy 12.7: a native package (no Debian revision in its version)
+# carries its changelog as changelog.gz, compressed the same way.
+set(NETLATD_CHANGELOG_GZ ${CMAKE_CURRENT_BINARY_DIR}/deb-doc/changelog.gz)
+add_custom_command(OUTPUT ${NETLATD_CHANGELOG_GZ}
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${CMAKE_CURRENT_BINARY_DIR}/deb-doc
+  COMMAND ${NETLATD_GZIP} -9nc ${CMAKE_CURRENT_SOURCE_DIR}/packaging/changelog > ${NETLATD_CHANGELOG_GZ}
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/packaging/changelog
+  COMMENT "Compressing the Debian changelog")
+add_custom_target(netlatd_manpage ALL DEPENDS ${NETLATD_MANPAGE_GZ} ${NETLATD_CHANGELOG_GZ})
 # The test tiers depend on the daemon; this makes a tests-only build able to
 # package too.
 if(TARGET netlatd)
   add_dependencies(netlatd netlatd_manpage)
 endif()
 install(FILES ${NETLATD_MANPAGE_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
+# Debian policy 12.5: every package carries its copyright and license terms
+# here, uncompressed.
+install(FILES packaging/copyright ${NETLATD_CHANGELOG_GZ} DESTINATION ${CMAKE_INSTALL_DOCDIR})
 if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/docs/OUTPUT.md)
   install(FILES docs/OUTPUT.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 endif()

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
 # Installs everything netlatd needs to build, test and benchmark on Debian 12 (bookworm).
-# Idempotent: safe to run again. Needs root. Uses only Debian's package registry.
+# Idempotent: safe to run again. Needs root. Uses Debian's package registry, and npm's
+# for deploy/check's tools (pinned by its package-lock.json).
 #
 #   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --build-only  only what building the daemon needs (deploy/Dockerfile)
 #   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, its kernels)
 #   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf, sockperf)
 set -euo pipefail
 
-want_vm=0 want_bench=0
+want_vm=0 want_bench=0 want_checks=1
 for a in "$@"; do
   case "$a" in
+    --build-only) want_checks=0 ;;
     --vm) want_vm=1 ;;
     --bench) want_bench=1 ;;
     --all) want_vm=1; want_bench=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
@@ -57,12 +60,21 @@ base=(
   clang llvm
   libelf-dev zlib1g-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
-  libsystemd-dev
+  libsystemd-dev libyaml-cpp-dev
   iproute2 procps python3 util-linux kmod systemd dpkg-dev file
   iperf3
 )
 backports=(libbpf-dev bpftool catch2)
 extra=()
+# The unit and service tiers' checks of what ships: lintian on the .deb,
+# yamllint and Node.js (deploy/check/: the Kubernetes schemas, a Dockerfile
+# linter) on deploy/. A Node.js from elsewhere that is already installed is
+# used as it is: Debian's npm would conflict with it.
+if [ "$want_checks" = 1 ]; then
+  extra+=(lintian yamllint)
+  command -v node >/dev/null 2>&1 || extra+=(nodejs)
+  command -v npm >/dev/null 2>&1 || extra+=(npm)
+fi
 [ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils)
 [ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf sockperf)
 
@@ -82,6 +94,21 @@ dpkg --compare-versions "$(dpkg-query -W -f='${Version}' bpftool 2>/dev/null || 
 dpkg --compare-versions "$(dpkg-query -W -f='${Version}' catch2 2>/dev/null || echo 0)" ge 3 || need_bp=1
 if [ "$need_bp" = 1 ]; then
   apt-get install -y -q --no-install-recommends -t bookworm-backports "${backports[@]}"
+fi
+
+# deploy/check's packages, at the versions its lock file pins, into
+# deploy/check/node_modules (not in git).
+if [ "$want_checks" = 1 ]; then
+  check_dir="$(cd "$(dirname "$0")/.." && pwd)/deploy/check"
+  # The lock file the installed tree was made from, to redo it when it changes.
+  stamp="$check_dir/node_modules/.netlatd-installed-lock"
+  if ! cmp -s "$check_dir/package-lock.json" "$stamp" 2>/dev/null; then
+    if npm ci --prefix "$check_dir" --no-audit --no-fund --loglevel=error; then
+      cp "$check_dir/package-lock.json" "$stamp"
+    else
+      echo "install-deps: warning: npm ci in deploy/check failed; the deploy checks will say SKIPPED" >&2
+    fi
+  fi
 fi
 
 # The vm tier boots Debian 12's 6.1 and 6.12 kernel packages: fetch them into

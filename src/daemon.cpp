@@ -557,18 +557,21 @@ void Service::apply(Options next) {
                  opts_.ringbuf_mb);
     next.ringbuf_mb = opts_.ringbuf_mb;
   }
-  if (next.output != opts_.output) {
+  if (next.output != opts_.output || next.output_group != opts_.output_group) {
     try {
-      auto fresh = std::make_unique<LineSink>(next.output);
+      auto fresh = std::make_unique<LineSink>(next.output, next.output_group);
       // The partial interval still goes to the old output.
       end_interval(false);
       sink_->flush(200);
       retired_sink_dropped_ += sink_->dropped();
       sink_ = std::move(fresh);
-      changed.push_back(fmt::format("output {} -> {}", opts_.output, next.output));
+      changed.push_back(next.output != opts_.output
+                            ? fmt::format("output {} -> {}", opts_.output, next.output)
+                            : fmt::format("output_group '{}' -> '{}'", opts_.output_group, next.output_group));
     } catch (const Error &e) {
       spdlog::error("reload: {}; still writing to '{}'", e.what(), opts_.output);
       next.output = opts_.output;
+      next.output_group = opts_.output_group;
     }
   }
   if (next.iface != opts_.iface) {
@@ -644,7 +647,7 @@ int Service::run() {
   // nothing to undo.
   if (!opts_.metrics_listen.empty())
     metrics_server_ = start_metrics(opts_.metrics_listen);
-  sink_ = std::make_unique<LineSink>(opts_.output);
+  sink_ = std::make_unique<LineSink>(opts_.output, opts_.output_group);
   mono_to_real_ = measure_realtime_offset(clock_ns);
 
   const int64_t t_start = clock_ns(CLOCK_MONOTONIC);

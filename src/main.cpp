@@ -2,19 +2,18 @@
 #include <csignal>
 #include <cstdio>
 
-#include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "netlatd/daemon.hpp"
 #include "netlatd/errors.hpp"
+#include "netlatd/logging.hpp"
 #include "netlatd/options.hpp"
 #include "netlatd/tracer.hpp"
 
 int main(int argc, char **argv) {
-  // Logs go to stderr (journald reads it); report lines own stdout.
-  auto logger = spdlog::stderr_logger_mt("netlatd");
-  logger->set_pattern("netlatd: %l: %v");
-  spdlog::set_default_logger(logger);
+  // Logs go to stderr (journald reads it, with each line's priority); report
+  // lines own stdout.
+  netlatd::setup_logging();
   std::signal(SIGPIPE, SIG_IGN);  // a closed output pipe is an EPIPE to handle, not a death
   try {
     netlatd::CommandLine cl = netlatd::parse_command_line(argc, argv);
@@ -31,10 +30,10 @@ int main(int argc, char **argv) {
     }
     return netlatd::run_daemon(opts);
   } catch (const netlatd::Error &e) {
-    std::fprintf(stderr, "netlatd: error: %s\n", e.what());
+    std::fputs(netlatd::fatal_error_text(e.what()).c_str(), stderr);
     return static_cast<int>(e.code());
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "netlatd: error: %s\n", e.what());
+    std::fputs(netlatd::fatal_error_text(e.what()).c_str(), stderr);
     return static_cast<int>(netlatd::ExitCode::Software);
   }
 }

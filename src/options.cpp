@@ -179,7 +179,7 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   static const std::set<std::string> known = {"iface",          "ports",          "interval",
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
-                                              "ringbuf_mb", "irq"};
+                                              "ringbuf_mb", "irq", "output_group"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -227,6 +227,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   }
   if (auto s = string_of("output"); s && !cli("output"))
     into.output = *s;
+  if (auto s = string_of("output_group"); s && !cli("output-group"))
+    into.output_group = *s;
   if (auto s = string_of("format"); s && !cli("format")) {
     try {
       into.format = parse_format(*s, ExitCode::Config, "");
@@ -286,6 +288,8 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
   app.add_option("--interval", interval, "Seconds per report line (default 10; 500ms, 2s also work)");
   app.add_option("-o,--output", o.output, "Where JSON lines go: - for stdout (default) or a file (appended)");
+  app.add_option("--output-group", o.output_group,
+                 "Group that may read the output file and its directory (default adm; \"\" = as created)");
   app.add_option("--format", format, "json (default, for log collectors) or text (for a person)");
   app.add_option("-c,--config", o.config, "TOML config file; command-line flags override it");
   app.add_option("--outliers-over", outliers,
@@ -323,7 +327,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
 
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
-                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq"}) {
+                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
   }

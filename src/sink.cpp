@@ -1,13 +1,18 @@
 #include "netlatd/sink.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <filesystem>
+#include <vector>
 
 #include <spdlog/spdlog.h>
 
@@ -22,10 +27,39 @@ constexpr auto kStallReport = std::chrono::seconds(10);
 
 std::string shown(const std::string &path) { return path == "-" ? std::string("standard output") : "'" + path + "'"; }
 
+// A group name, or a gid in decimal; nullopt when the system has no such name.
+std::optional<gid_t> resolve_group(const std::string &group) {
+  if (!group.empty() && group.size() < 10 &&
+      std::all_of(group.begin(), group.end(), [](unsigned char c) { return std::isdigit(c); }))
+    return static_cast<gid_t>(std::stoul(group));
+  std::vector<char> buf(4096);
+  struct group entry {};
+  struct group *found = nullptr;
+  while (getgrnam_r(group.c_str(), &entry, buf.data(), buf.size(), &found) == ERANGE)
+    buf.resize(buf.size() * 2);
+  if (!found)
+    return std::nullopt;
+  return found->gr_gid;
+}
+
+// Only a directory made for netlatd's output (the unit's LogsDirectory=
+// /var/log/netlatd) is handed to the group: the same rule on the directory of
+// any path would open /root to it for an output at /root/out.jsonl.
+bool directory_is_netlatds(const std::filesystem::path &dir, const struct stat &st) {
+  return dir.filename() == "netlatd" && st.st_uid == geteuid() && (st.st_mode & S_IRWXO) == 0;
+}
+
 }  // namespace
 
-LineSink::LineSink(std::string path, size_t max_queued_lines, size_t max_queued_bytes)
-    : path_(std::move(path)), max_queued_(max_queued_lines), max_queued_bytes_(max_queued_bytes) {
+LineSink::LineSink(std::string path, std::string group, size_t max_queued_lines, size_t max_queued_bytes)
+    : path_(std::move(path)), group_(std::move(group)), max_queued_(max_queued_lines),
+      max_queued_bytes_(max_queued_bytes) {
+  if (path_ != "-" && !group_.empty()) {
+    gid_ = resolve_group(group_);
+    if (!gid_)
+      spdlog::warn("output group '{}' does not exist here; '{}' keeps the group it is created with", group_,
+                   path_);
+  }
   fd_ = open_fd();
   if (fd_ < 0)
     throw Error(ExitCode::CantCreate, "cannot open output '" + path_ + "': " + std::strerror(errno));
@@ -61,7 +95,49 @@ LineSink::~LineSink() {
 int LineSink::open_fd() const {
   if (path_ == "-")
     return STDOUT_FILENO;
-  return open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
+  if (fd >= 0)
+    share_with_group(fd);
+  return fd;
+}
+
+// Done at every open: the file may be new (logrotate renamed the old one, and
+// its `create` line may name another group).
+void LineSink::share_with_group(int fd) const {
+  if (!gid_)
+    return;
+  // Without CAP_CHOWN the owner may hand a file only to a group it is a
+  // member of: the units add the group with SupplementaryGroups=.
+  const auto refused = [&](const std::string &what) {
+    spdlog::warn("cannot give {} to group '{}': {} (netlatd must be a member of the group: SupplementaryGroups= "
+                 "in the unit)",
+                 what, group_, std::strerror(errno));
+  };
+  struct stat st {};
+  if (fstat(fd, &st) != 0)
+    return;
+  if ((st.st_gid != *gid_ && fchown(fd, static_cast<uid_t>(-1), *gid_) != 0) ||
+      (!(st.st_mode & S_IRGRP) && fchmod(fd, (st.st_mode & 07777) | S_IRGRP) != 0)) {
+    refused("output '" + path_ + "'");
+    return;
+  }
+  std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+  if (dir.empty())
+    dir = ".";
+  constexpr mode_t kGroupEnters = S_IRGRP | S_IXGRP;
+  struct stat ds {};
+  if (stat(dir.c_str(), &ds) != 0 || (ds.st_gid == *gid_ && (ds.st_mode & kGroupEnters) == kGroupEnters))
+    return;
+  if (!directory_is_netlatds(dir, ds)) {
+    if (!(ds.st_mode & (S_IXGRP | S_IXOTH)))
+      spdlog::warn("group '{}' cannot enter '{}', so cannot read the output there; netlatd shares only a "
+                   "directory named netlatd that it owns",
+                   group_, dir.string());
+    return;
+  }
+  if ((ds.st_gid != *gid_ && chown(dir.c_str(), static_cast<uid_t>(-1), *gid_) != 0) ||
+      chmod(dir.c_str(), (ds.st_mode & 07777) | kGroupEnters) != 0)
+    refused("directory '" + dir.string() + "'");
 }
 
 void LineSink::write(std::string line) {

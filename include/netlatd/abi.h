@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /*
  * The records and constants that cross the kernel/user-space boundary.
  * Included by bpf/netlatd.bpf.c (after vmlinux.h) and by the daemon (after

@@ -15,6 +15,9 @@ struct Options {
   std::vector<uint16_t> ports;
   double interval_s = 10.0;
   std::string output = "-";  // "-" = stdout, else a file appended to
+  // Group that may read the output file and enter its directory (log
+  // collectors run as their own user in it); empty = leave both as created.
+  std::string output_group = "adm";
   OutputFormat format = OutputFormat::Json;
   std::string config;        // path of the TOML file, empty = none
   std::optional<uint64_t> outliers_over_ns;

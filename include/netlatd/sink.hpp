@@ -8,16 +8,24 @@
 #include <cstdint>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+
+#include <sys/types.h>
 
 namespace netlatd {
 
 class LineSink {
 public:
   // "-" = stdout. Throws Error(CantCreate) when the file cannot be opened.
+  // A file, at each open and reopen, is given to `group` (a name or a gid;
+  // empty = left as created) with read access, and so is its directory with
+  // search access when only its owner could enter it: log collectors run as
+  // their own user in a group such as adm. Failing that is a warning.
   // The queue holds at most max_queued_lines lines and max_queued_bytes bytes.
-  explicit LineSink(std::string path, size_t max_queued_lines = 4096, size_t max_queued_bytes = 8u << 20);
+  explicit LineSink(std::string path, std::string group = "", size_t max_queued_lines = 4096,
+                    size_t max_queued_bytes = 8u << 20);
   // Gives up on lines still queued (flush() first to wait for them); never
   // waits for a consumer that does not read.
   ~LineSink();
@@ -38,10 +46,13 @@ public:
 private:
   void run();
   int open_fd() const;
+  void share_with_group(int fd) const;
   // Writes all of `line`; false with `err` set on failure or when abandoned.
   bool write_all(const std::string &line, int &err);
 
   std::string path_;
+  std::string group_;
+  std::optional<gid_t> gid_;  // group_ resolved; unset when empty or unknown
   size_t max_queued_, max_queued_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_, drained_;

@@ -217,12 +217,6 @@ std::vector<std::string> via_shell(const std::vector<std::string> &argv, const s
   return out;
 }
 
-#define SKIP_UNLESS_ROOT()                                                                                             \
-  do {                                                                                                                 \
-    if (auto why = why_no_root_tier(); !why.empty())                                                                   \
-      SKIP(why);                                                                                                       \
-  } while (0)
-
 }  // namespace
 
 TEST_CASE("READY, STATUS with live figures, WATCHDOG and STOPPING on a real notify socket", "[service][notify]") {

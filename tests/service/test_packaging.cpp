@@ -131,5 +131,49 @@ TEST_CASE("cpack builds a Debian package with the service layout", "[service][pa
     CHECK_THAT(info.output, ContainsSubstring("postinst"));
     CHECK_THAT(info.output, ContainsSubstring("prerm"));
   }
+
+  SECTION("a machine-readable copyright file matching LICENSE and the BPF object's license") {
+    const fs::path copyright = root / "usr/share/doc/netlatd/copyright";
+    REQUIRE(fs::is_regular_file(copyright));
+    const std::string text = read_file(copyright);
+    CHECK(text == read_file(source / "packaging/copyright"));
+    CHECK_THAT(text, Catch::Matchers::StartsWith(
+                         "Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n"));
+    // The package's license is the one LICENSE gives and the kernel is told.
+    CHECK_THAT(text, ContainsSubstring("Files: *\nCopyright: 2026 the netlatd authors\nLicense: BSD-2-clause or GPL-2\n"));
+    CHECK_THAT(read_file(source / "LICENSE"), ContainsSubstring("SPDX-License-Identifier: BSD-2-Clause OR GPL-2.0-only"));
+    CHECK_THAT(read_file(source / "bpf/netlatd.bpf.c"), ContainsSubstring("SEC(\"license\") = \"Dual BSD/GPL\""));
+    // Every license a Files paragraph names has its own paragraph with the text.
+    for (const char *name : {"BSD-2-clause", "GPL-2"}) {
+      INFO(name);
+      CHECK_THAT(text, ContainsSubstring(std::string("\n\nLicense: ") + name + "\n "));
+    }
+  }
+
+  SECTION("a Debian changelog whose latest entry is this version") {
+    const fs::path changelog = root / "usr/share/doc/netlatd/changelog.gz";
+    REQUIRE(fs::is_regular_file(changelog));
+    const Result text = run("gzip -dc " + quote(changelog));
+    REQUIRE(text.status == 0);
+    CHECK(text.output == read_file(source / "packaging/changelog"));
+    // A version bump without its changelog entry fails here.
+    CHECK_THAT(text.output, Catch::Matchers::StartsWith(std::string("netlatd (") + netlatd::kVersion + ") "));
+    if (on_path("dpkg-parsechangelog")) {
+      const Result parsed = run("dpkg-parsechangelog -l " + quote(source / "packaging/changelog") + " -S Version");
+      INFO(parsed.output);
+      CHECK(trim(parsed.output) == netlatd::kVersion);
+    }
+  }
+
+  SECTION("lintian finds no error in the package") {
+    if (!on_path("lintian"))
+      SKIP("lintian not installed (scripts/install-deps.sh installs it)");
+    // Errors fail the test; warnings and the rest are shown for the record.
+    const Result lint = run("lintian --fail-on error --tag-display-limit 0 " + quote(deb));
+    INFO(lint.output);
+    CHECK(lint.status == 0);
+    CHECK_THAT(lint.output, !ContainsSubstring("\nE: "));
+    CHECK_FALSE(lint.output.rfind("E: ", 0) == 0);
+  }
 #endif
 }

@@ -111,6 +111,9 @@ TEST_CASE("units keep the daemon's contract", "[service][units]") {
     CHECK(has_line(*unit, "RestartPreventExitStatus=64 66 68 69 77 78"));
     CHECK(has_line(*unit, "CapabilityBoundingSet=CAP_BPF CAP_PERFMON"));
     CHECK(has_line(*unit, "LogsDirectory=netlatd"));
+    // Membership of the output group is what lets netlatd give its files to
+    // it without CAP_CHOWN (configs/netlatd.toml's output_group).
+    CHECK(has_line(*unit, "SupplementaryGroups=adm"));
   }
   // The template must differ from the plain unit only in what names the instance.
   auto settings = [](const std::string &text) {

@@ -14,6 +14,13 @@ namespace nltest {
 // Empty when root tests can run here; otherwise why not (for SKIP).
 std::string why_no_root_tier();
 
+// In a Catch2 test: SKIP with that reason unless root tests can run here.
+#define SKIP_UNLESS_ROOT()                                                                                             \
+  do {                                                                                                                 \
+    if (auto why = ::nltest::why_no_root_tier(); !why.empty())                                                         \
+      SKIP(why);                                                                                                       \
+  } while (0)
+
 // Runs a shell command; returns its exit status. Output goes to the test log.
 int sh(const std::string &cmd);
 std::string sh_output(const std::string &cmd);

@@ -114,6 +114,15 @@ TEST_CASE("command line overrides the config file", "[config]") {
   CHECK(cl.options.outliers_over_ns == 2000000u);
 }
 
+TEST_CASE("output_group: adm by default, the config file's, the command line's over it", "[config][output_group]") {
+  CHECK(parse({"--iface", "lo", "--port", "5000"}).options.output_group == "adm");
+  TempFile cfg("iface = \"lo\"\nports = [5000]\noutput_group = \"vector\"\n");
+  CHECK(parse({"--config", cfg.path.c_str()}).options.output_group == "vector");
+  CHECK(parse({"--config", cfg.path.c_str(), "--output-group", ""}).options.output_group.empty());
+  TempFile bad("iface = \"lo\"\nports = [5000]\noutput_group = 4\n");
+  CHECK(code_of({"--config", bad.path.c_str()}) == ExitCode::Config);
+}
+
 TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
   auto cl = parse({"--iface", "lo", "--port", "6000", "--port", "5000", "--port", "6000"});
   CHECK(cl.options.ports == std::vector<uint16_t>{5000, 6000});
