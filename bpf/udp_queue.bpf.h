@@ -189,6 +189,7 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
 		pc->full++;
 		pc->lost_order = !st->incomplete;
 		st->incomplete = 1;
+		st->missing++;
 	}
 	bpf_spin_unlock(&st->lock);
 	if (!full)
