@@ -5,15 +5,17 @@
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, its kernels)
 #   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf)
+#   scripts/install-deps.sh --prometheus  also what the `prometheus` test tier needs (a Prometheus server)
 set -euo pipefail
 
-want_vm=0 want_bench=0
+want_vm=0 want_bench=0 want_prometheus=0
 for a in "$@"; do
   case "$a" in
     --vm) want_vm=1 ;;
     --bench) want_bench=1 ;;
-    --all) want_vm=1; want_bench=1 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    --prometheus) want_prometheus=1 ;;
+    --all) want_vm=1; want_bench=1; want_prometheus=1 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
@@ -65,6 +67,10 @@ backports=(libbpf-dev bpftool catch2)
 extra=()
 [ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils)
 [ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf)
+# The tier runs a server of its own (own port, config and storage); on a
+# machine booted with systemd the package also starts prometheus.service on
+# :9090, which the tier neither needs nor touches.
+[ "$want_prometheus" = 1 ] && extra+=(prometheus)
 
 missing=()
 for p in "${base[@]}" "${extra[@]}"; do
