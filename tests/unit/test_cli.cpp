@@ -226,7 +226,7 @@ TEST_CASE("bad --irq exits 64 with one line; irq in the config file", "[cli][con
   CHECK(lines(e.err) == 1);
 }
 
-TEST_CASE("--by and --metrics-resolution: command line, config file, errors", "[cli][config][breakdown]") {
+TEST_CASE("options by and metrics resolution: command line, config file, errors", "[cli][config][breakdown]") {
   CHECK(parse({"--iface", "lo", "--port", "1"}).options.by == BreakdownSpec{});
   CHECK(parse({"--iface", "lo", "--port", "1"}).options.metrics_resolution == 4);
   auto cl = parse({"--iface", "lo", "--port", "1", "--by", "dport,family,cgroup", "--metrics-resolution", "8"});
