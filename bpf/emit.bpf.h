@@ -56,6 +56,10 @@ static __always_inline void fill_reader(struct netlatd_packet *rec, const struct
 	__u64 *name = (__u64 *)rec->reader_comm;
 	name[0] = v->name[0];
 	name[1] = v->name[1];
+	/* Records with a reader are written in the reader's own context (its
+	 * receive return), so the current cgroup is the reader's. */
+	if (targ_reader_cgroup)
+		rec->reader_cgroup = bpf_get_current_cgroup_id();
 }
 
 /* No wake-up per record: the daemon drains on a timer, and is woken when the

@@ -11,6 +11,8 @@ const volatile __u32 targ_nports = 0;
 /* Force a reader wake-up once this much data waits in the ring; below it,
  * records are submitted without a wake-up and the daemon drains on a timer. */
 const volatile __u64 targ_wakeup_bytes = 1 << 20;
+/* --by cgroup: records carry their reader's cgroup id (a helper call each). */
+const volatile bool targ_reader_cgroup = false;
 
 /* How a UDP read is tied to its datagram (docs/JOIN.md). */
 enum udp_join {

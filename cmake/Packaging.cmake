@@ -4,7 +4,7 @@
 # This file owns every install() rule except the daemon's own, so the package
 # layout is decided in one place:
 #   /usr/sbin/netlatd                         (top-level install(TARGETS))
-#   /lib/systemd/system/netlatd.service, netlatd@.service
+#   /lib/systemd/system/netlatd.service, netlatd@.service, netlatd.socket
 #   /etc/netlatd/netlatd.toml                 (conffile)
 #   /etc/logrotate.d/netlatd                  (conffile)
 #   /usr/share/man/man8/netlatd.8.gz
@@ -24,7 +24,7 @@ set(NETLATD_SYSTEMD_UNIT_DIR "/lib/systemd/system" CACHE PATH
 set(NETLATD_PACKAGE_MAINTAINER "netlatd maintainers <maintainers@netlatd.invalid>" CACHE STRING
     "Maintainer field of the Debian package")
 
-install(FILES systemd/netlatd.service systemd/netlatd@.service
+install(FILES systemd/netlatd.service systemd/netlatd@.service systemd/netlatd.socket
         DESTINATION ${NETLATD_SYSTEMD_UNIT_DIR})
 install(FILES configs/netlatd.toml DESTINATION /etc/netlatd)
 install(FILES configs/logrotate.netlatd DESTINATION /etc/logrotate.d RENAME netlatd)

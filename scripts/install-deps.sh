@@ -7,16 +7,18 @@
 #   scripts/install-deps.sh --build-only  only what building the daemon needs (deploy/Dockerfile)
 #   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, its kernels)
 #   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf, sockperf)
+#   scripts/install-deps.sh --prometheus  also what the `prometheus` test tier needs (a Prometheus server)
 set -euo pipefail
 
-want_vm=0 want_bench=0 want_checks=1
+want_vm=0 want_bench=0 want_checks=1 want_prometheus=0
 for a in "$@"; do
   case "$a" in
     --build-only) want_checks=0 ;;
     --vm) want_vm=1 ;;
     --bench) want_bench=1 ;;
-    --all) want_vm=1; want_bench=1 ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    --prometheus) want_prometheus=1 ;;
+    --all) want_vm=1; want_bench=1; want_prometheus=1 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
     *) echo "install-deps: unknown option '$a'" >&2; exit 64 ;;
   esac
 done
@@ -77,6 +79,10 @@ if [ "$want_checks" = 1 ]; then
 fi
 [ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils)
 [ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf sockperf)
+# The tier runs a server of its own (own port, config and storage); on a
+# machine booted with systemd the package also starts prometheus.service on
+# :9090, which the tier neither needs nor touches.
+[ "$want_prometheus" = 1 ] && extra+=(prometheus)
 
 missing=()
 for p in "${base[@]}" "${extra[@]}"; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up everything on a fresh Debian 12 machine (as root), builds netlatd and
-# runs every test tier: unit, bpf, service, vm, and a smoke run of the
+# runs every test tier: unit, bpf, service, prometheus, vm, and a smoke run of the
 # benchmark (bench: seconds, so it never rots; its figures mean nothing). A
 # tier that cannot run here reports its tests SKIPPED with the reason. Exit
 # status: 0 when every tier passed, else the first failing tier's.
@@ -9,12 +9,13 @@
 #   NETLATD_TIERS="unit bpf" scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tiers=${NETLATD_TIERS:-"unit bpf service vm bench"}
+tiers=${NETLATD_TIERS:-"unit bpf service prometheus vm bench"}
 build=${NETLATD_BUILD_DIR:-build}
 
 extra=()
 [[ " $tiers " == *" vm "* ]] && extra+=(--vm)
 [[ " $tiers " == *" bench "* ]] && extra+=(--bench)
+[[ " $tiers " == *" prometheus "* ]] && extra+=(--prometheus)
 scripts/install-deps.sh "${extra[@]}"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build "$build" -j"$(nproc)"

@@ -269,7 +269,10 @@ private:
   std::mutex metrics_mu_;
   MetricsSnapshot metrics_;
   IntervalAggregator metrics_delta_;
+  StickyCgroups metrics_cgroups_;
   std::unique_ptr<MetricsServer> metrics_server_;
+  bool metrics_activated_ = false;  // the endpoint's socket came from systemd
+  CgroupNames cgroup_names_;
 
   std::unique_ptr<LineSink> sink_;
   uint64_t retired_sink_dropped_ = 0;  // drops of sinks replaced by a reload
@@ -317,16 +320,30 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   target_ = TraceTarget{iface.ifindex, current_netns_inode(), iface.irqs};
   metrics_.version = kVersion;
   metrics_.kernel = header_.kernel;
+  metrics_.buckets_per_power_of_two = opts_.metrics_resolution;
+  agg_.set_breakdown(opts_.by);
+  metrics_delta_.set_breakdown(opts_.by);
   update_metrics_header();
 }
 
 std::unique_ptr<MetricsServer> Service::start_metrics(const std::string &listen) {
   std::unique_ptr<MetricsServer> server;
+  auto render = [this] {
+    std::lock_guard lock(metrics_mu_);
+    return render_prometheus(metrics_);
+  };
   try {
-    server = std::make_unique<MetricsServer>(listen, [this] {
-      std::lock_guard lock(metrics_mu_);
-      return render_prometheus(metrics_);
-    });
+    const int activated = take_activated_socket();
+    if (activated >= 0) {
+      metrics_activated_ = true;
+      server = std::make_unique<MetricsServer>(activated, render);
+      if (!listen.empty())
+        spdlog::info("metrics: serving on the socket systemd passed; --metrics-listen {} is not used", listen);
+    } else if (!listen.empty()) {
+      server = std::make_unique<MetricsServer>(listen, render);
+    } else {
+      return server;
+    }
   } catch (const std::invalid_argument &e) {
     throw Error(ExitCode::Usage, std::string("--metrics-listen: ") + e.what());
   } catch (const MetricsError &e) {
@@ -376,16 +393,29 @@ void Service::publish_metrics() {
   const uint64_t output_dropped = sink_dropped();
   {
     std::lock_guard lock(metrics_mu_);
-    for (Stage s : kAllStages)
-      metrics_.stages[static_cast<size_t>(s)].latency.merge(metrics_delta_.stage(s));
+    for (const auto &[key, delta] : metrics_delta_.series()) {
+      if (delta.packets == 0)
+        continue;
+      SeriesKey into = key;
+      into.cgroup = metrics_cgroups_.map(key.cgroup);
+      auto [it, added] = metrics_.series.try_emplace(into);
+      if (added)
+        it->second.labels = series_labels(opts_.by, into, cgroup_names_);
+      for (size_t i = 0; i < kStageCount; ++i)
+        it->second.latency[i].merge(delta.stages[i]);
+    }
     metrics_.packets_udp += metrics_delta_.packets_udp();
     metrics_.packets_tcp += metrics_delta_.packets_tcp();
+    // The kernel's drops apart from netlatd's own losses: a packet the stack
+    // dropped is the network's news, not a gap in the measurement.
+    metrics_.kernel_drops = drops[NETLATD_DROP_STACK_DROPPED];
     for (int i = 0; i < NETLATD_DROP_COUNT; i++)
-      metrics_.drops[drop_name(i)] = drops[i];
-    metrics_.drops["unjoined_expired"] = expired_inflight_;
-    metrics_.drops["unread_expired"] = expired_unread_;
-    metrics_.drops["output_dropped"] = output_dropped;
-    metrics_.drops["outliers_rate_limited"] = outliers_suppressed_;
+      if (i != NETLATD_DROP_STACK_DROPPED)
+        metrics_.losses[drop_name(i)] = drops[i];
+    metrics_.losses["unjoined_expired"] = expired_inflight_;
+    metrics_.losses["unread_expired"] = expired_unread_;
+    metrics_.losses["output_dropped"] = output_dropped;
+    metrics_.losses["outliers_rate_limited"] = outliers_suppressed_;
     metrics_.reads_unnamed["ambiguous"] = counters[NETLATD_CNT_AMBIGUOUS_READS];
     metrics_.reads_unnamed["untracked"] = counters[NETLATD_CNT_UNTRACKED_READS];
     metrics_.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN];
@@ -421,6 +451,7 @@ void Service::end_interval(bool final) {
   r.start = interval_start_wall_;
   r.end = std::chrono::system_clock::now();
   r.data = &agg_;
+  r.cgroup_names = &cgroup_names_;
   r.final = final;
   for (int i = 0; i < NETLATD_DROP_COUNT; i++)
     r.drops[drop_name(i)] = drops[i] - prev_drops_[i];
@@ -552,6 +583,18 @@ void Service::apply(Options next) {
                  fmt::join(next.ports, ","), fmt::join(opts_.ports, ","), fmt::join(opts_.ports, ","));
     next.ports = opts_.ports;
   }
+  if (next.by != opts_.by) {
+    // The series are the Prometheus labels, and the reader's cgroup is built
+    // into the loaded programs.
+    spdlog::warn("reload: by [{}] differs from the running [{}]; restart netlatd to apply it",
+                 fmt::join(breakdown_keys(next.by), ","), fmt::join(breakdown_keys(opts_.by), ","));
+    next.by = opts_.by;
+  }
+  if (next.metrics_resolution != opts_.metrics_resolution) {
+    changed.push_back(fmt::format("metrics_resolution {} -> {}", opts_.metrics_resolution, next.metrics_resolution));
+    std::lock_guard lock(metrics_mu_);
+    metrics_.buckets_per_power_of_two = next.metrics_resolution;
+  }
   if (next.ringbuf_mb != opts_.ringbuf_mb) {
     spdlog::warn("reload: ringbuf_mb {} differs from the running {}; restart netlatd to apply it", next.ringbuf_mb,
                  opts_.ringbuf_mb);
@@ -614,7 +657,9 @@ void Service::apply(Options next) {
     spdlog::set_level(next.verbose ? spdlog::level::debug : spdlog::level::info);
     changed.push_back(next.verbose ? "log level debug" : "log level info");
   }
-  if (next.metrics_listen != opts_.metrics_listen) {
+  if (next.metrics_listen != opts_.metrics_listen && metrics_activated_) {
+    spdlog::info("reload: metrics_listen is not used: the endpoint serves on the socket systemd passed");
+  } else if (next.metrics_listen != opts_.metrics_listen) {
     // Released first: the new address may be the old port on another host.
     metrics_server_.reset();
     try {
@@ -645,8 +690,7 @@ void Service::apply(Options next) {
 int Service::run() {
   // Bound before anything is attached: a busy port fails the start with
   // nothing to undo.
-  if (!opts_.metrics_listen.empty())
-    metrics_server_ = start_metrics(opts_.metrics_listen);
+  metrics_server_ = start_metrics(opts_.metrics_listen);
   sink_ = std::make_unique<LineSink>(opts_.output, opts_.output_group);
   mono_to_real_ = measure_realtime_offset(clock_ns);
 
@@ -654,6 +698,7 @@ int Service::run() {
   TracerConfig tcfg;
   tcfg.ports = opts_.ports;
   tcfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
+  tcfg.reader_cgroup = opts_.by.cgroup;
   tracer_ = std::make_unique<Tracer>(plan_, tcfg, [this](const netlatd_packet &p) { on_record(p); });
   tracer_->set_target(target_);
   const bool live = tracer_->wait_until_live(2000);

@@ -10,21 +10,16 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <systemd/sd-daemon.h>
+
 namespace netlatd {
 
 namespace {
-
-// The `le` labels as Go's strconv.FormatFloat(v, 'g', -1, 64) writes them, which
-// is what the official client libraries emit: identical label values let a
-// query aggregate netlatd's buckets with other exporters' without relabelling.
-constexpr std::array<std::string_view, kPrometheusBoundsNs.size()> kBoundLabels{
-    "1e-06", "2.5e-06", "5e-06", "1e-05", "2.5e-05", "5e-05", "0.0001",
-    "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025",
-    "0.05", "0.1", "0.25", "0.5", "1"};
 
 std::string format_double(double v) {
   char buf[64];
@@ -50,28 +45,6 @@ void append_header(std::string &out, std::string_view name, std::string_view typ
   out.append("# TYPE ").append(name).append(" ").append(type).append("\n");
 }
 
-using Labels = std::initializer_list<std::pair<std::string_view, std::string_view>>;
-
-void append_sample(std::string &out, std::string_view name, Labels labels, std::string_view value) {
-  out.append(name);
-  if (labels.size() != 0) {
-    out.push_back('{');
-    bool first = true;
-    for (const auto &[k, v] : labels) {
-      if (!first)
-        out.push_back(',');
-      first = false;
-      out.append(k).append("=\"");
-      append_label_value(out, v);
-      out.push_back('"');
-    }
-    out.push_back('}');
-  }
-  out.push_back(' ');
-  out.append(value);
-  out.push_back('\n');
-}
-
 std::string join_ports(const std::vector<uint16_t> &ports) {
   std::string s;
   for (uint16_t p : ports) {
@@ -82,29 +55,53 @@ std::string join_ports(const std::vector<uint16_t> &ports) {
   return s;
 }
 
-void append_histogram(std::string &out, std::string_view stage, const Histogram &h) {
-  // Per-bound (not yet cumulative) counts; index kBounds is +Inf.
-  std::array<uint64_t, kPrometheusBoundsNs.size() + 1> per_bound{};
+using LabelList = std::vector<std::pair<std::string_view, std::string_view>>;
+
+void append_sample(std::string &out, std::string_view name, const LabelList &labels, std::string_view value) {
+  out.append(name);
+  if (!labels.empty()) {
+    out.push_back('{');
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (i)
+        out.push_back(',');
+      out.append(labels[i].first).append("=\"");
+      append_label_value(out, labels[i].second);
+      out.push_back('"');
+    }
+    out.push_back('}');
+  }
+  out.push_back(' ');
+  out.append(value);
+  out.push_back('\n');
+}
+
+// One stage of one series: the bounds are edges of the fine buckets, so each
+// fine bucket falls wholly under one `le`: the first bound its upper edge
+// does not exceed.
+void append_histogram(std::string &out, LabelList labels, const Histogram &h, const std::vector<uint64_t> &bounds,
+                      const std::vector<std::string> &bound_labels) {
+  std::vector<uint64_t> per_bound(bounds.size() + 1, 0);  // not yet cumulative; the last is +Inf
+  size_t i = 0;
   for (const auto &b : h.nonempty_buckets()) {
-    size_t i = 0;
-    while (i < kPrometheusBoundsNs.size() && b.upper > kPrometheusBoundsNs[i])
+    while (i < bounds.size() && b.upper > bounds[i])
       ++i;
     per_bound[i] += b.count;
   }
   constexpr std::string_view name = "netlatd_stage_latency_seconds";
+  labels.emplace_back("le", "");
   uint64_t cumulative = 0;
-  for (size_t i = 0; i < kPrometheusBoundsNs.size(); ++i) {
-    cumulative += per_bound[i];
-    append_sample(out, "netlatd_stage_latency_seconds_bucket", {{"stage", stage}, {"le", kBoundLabels[i]}},
-                  std::to_string(cumulative));
+  for (size_t k = 0; k < bounds.size(); ++k) {
+    cumulative += per_bound[k];
+    labels.back().second = bound_labels[k];
+    append_sample(out, "netlatd_stage_latency_seconds_bucket", labels, std::to_string(cumulative));
   }
   // +Inf is the total by definition, so it equals _count even if a bucket's
   // bounds were ever inconsistent with count().
-  append_sample(out, "netlatd_stage_latency_seconds_bucket", {{"stage", stage}, {"le", "+Inf"}},
-                std::to_string(h.count()));
-  append_sample(out, std::string(name) + "_sum", {{"stage", stage}},
-                format_double(static_cast<double>(h.sum()) / 1e9));
-  append_sample(out, std::string(name) + "_count", {{"stage", stage}}, std::to_string(h.count()));
+  labels.back().second = "+Inf";
+  append_sample(out, "netlatd_stage_latency_seconds_bucket", labels, std::to_string(h.count()));
+  labels.pop_back();
+  append_sample(out, std::string(name) + "_sum", labels, format_double(static_cast<double>(h.sum()) / 1e9));
+  append_sample(out, std::string(name) + "_count", labels, std::to_string(h.count()));
 }
 
 }  // namespace
@@ -138,10 +135,19 @@ std::string render_prometheus(const MetricsSnapshot &s) {
 
   append_header(out, "netlatd_stage_latency_seconds", "histogram",
                 "Time packets spent in each receive-path stage, since the daemon started.");
+  const std::vector<uint64_t> bounds = prometheus_bounds_ns(s.buckets_per_power_of_two);
+  std::vector<std::string> bound_labels;
+  for (uint64_t b : bounds)
+    bound_labels.push_back(prometheus_le_label(b));
   for (Stage st : kAllStages) {
-    const auto &m = s.stages[static_cast<size_t>(st)];
-    if (m.applicable)
-      append_histogram(out, stage_name(st), m.latency);
+    if (!s.stages[static_cast<size_t>(st)].applicable)
+      continue;
+    for (const auto &[key, series] : s.series) {
+      LabelList labels{{"stage", stage_name(st)}};
+      for (const auto &[k, v] : series.labels)
+        labels.emplace_back(k, v);
+      append_histogram(out, std::move(labels), series.latency[static_cast<size_t>(st)], bounds, bound_labels);
+    }
   }
 
   append_header(out, "netlatd_packets_total", "counter",
@@ -149,10 +155,14 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   append_sample(out, "netlatd_packets_total", {{"proto", "udp"}}, std::to_string(s.packets_udp));
   append_sample(out, "netlatd_packets_total", {{"proto", "tcp"}}, std::to_string(s.packets_tcp));
 
-  append_header(out, "netlatd_drops_total", "counter",
-                "Packets or records netlatd could not measure, by reason (see netlatd(8)).");
-  for (const auto &[reason, n] : s.drops)
-    append_sample(out, "netlatd_drops_total", {{"reason", reason}}, std::to_string(n));
+  append_header(out, "netlatd_kernel_drops_total", "counter",
+                "Packets of watched ports the kernel dropped before they reached the socket (not netlatd's loss).");
+  append_sample(out, "netlatd_kernel_drops_total", {}, std::to_string(s.kernel_drops));
+
+  append_header(out, "netlatd_losses_total", "counter",
+                "Packets, records or lines netlatd itself could not measure or write, by reason (see netlatd(8)).");
+  for (const auto &[reason, n] : s.losses)
+    append_sample(out, "netlatd_losses_total", {{"reason", reason}}, std::to_string(n));
 
   append_header(out, "netlatd_reads_unnamed_total", "counter",
                 "UDP reads whose datagram no record names, by why: ambiguous (several could be it), untracked.");
@@ -176,16 +186,43 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   return out;
 }
 
+std::vector<uint64_t> prometheus_bounds_ns(unsigned per_power_of_two) {
+  if (per_power_of_two != 1 && per_power_of_two != 2 && per_power_of_two != 4 && per_power_of_two != 8)
+    throw std::invalid_argument("buckets per power of two must be 1, 2, 4 or 8, not " +
+                                std::to_string(per_power_of_two));
+  constexpr uint64_t kFirst = 64, kAtLeast = 10'000'000'000;
+  std::vector<uint64_t> bounds;
+  for (uint64_t power = kFirst; bounds.empty() || bounds.back() < kAtLeast; power *= 2)
+    for (unsigned i = 0; i < per_power_of_two && (bounds.empty() || bounds.back() < kAtLeast); ++i)
+      bounds.push_back(power + power / per_power_of_two * i);
+  return bounds;
+}
+
+std::string prometheus_le_label(uint64_t bound_ns) {
+  const double seconds = static_cast<double>(bound_ns) / 1e9;
+  char buf[64];
+  // Shortest round-trip digits; Go switches to an exponent below 1e-4 (and
+  // from 1e21, far above any bound here).
+  const auto fmt = seconds < 1e-4 ? std::chars_format::scientific : std::chars_format::fixed;
+  const auto res = std::to_chars(buf, buf + sizeof(buf), seconds, fmt);
+  return std::string(buf, res.ptr);
+}
+
 ListenAddress parse_listen_address(std::string_view text) {
   const std::string shown(text);
+  const std::string default_port = std::to_string(kDefaultMetricsPort);
   ListenAddress a;
   std::string_view port = text;
   if (!text.empty() && text.front() == '[') {
     const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      throw std::invalid_argument("bad listen address '" + shown + "': expected [IPV6]:PORT");
+    const bool alone = close != std::string_view::npos && close + 1 == text.size();
+    if (close == std::string_view::npos || (!alone && text[close + 1] != ':'))
+      throw std::invalid_argument("bad listen address '" + shown + "': expected [IPV6]:PORT or [IPV6]");
     a.host = std::string(text.substr(1, close - 1));
-    port = text.substr(close + 2);
+    port = alone ? std::string_view(default_port) : text.substr(close + 2);
+  } else if (text.find('.') != std::string_view::npos && text.find(':') == std::string_view::npos) {
+    a.host = std::string(text);  // an IPv4 address alone
+    port = default_port;
   } else if (const auto colon = text.rfind(':'); colon != std::string_view::npos) {
     if (text.find(':') != colon)
       throw std::invalid_argument("bad listen address '" + shown + "': write IPv6 addresses as [ADDR]:PORT");
@@ -208,7 +245,7 @@ ListenAddress parse_listen_address(std::string_view text) {
                             : inet_pton(AF_INET, a.host.c_str(), &scratch) == 1;
   if (!ok)
     throw std::invalid_argument("bad listen address '" + shown + "': '" + a.host + "' is not an IP" +
-                                (bracketed ? "v6" : "v4") + " address (e.g. 127.0.0.1:9464 or [::1]:9464)");
+                                (bracketed ? "v6" : "v4") + " address (e.g. 127.0.0.1:9659 or [::1]:9659)");
   return a;
 }
 
@@ -364,6 +401,46 @@ MetricsServer::MetricsServer(std::string_view listen, Render render)
     address_.port = ntohs(is_v6 ? v6.sin6_port : v4.sin_port);
   }
 
+  start_thread();
+}
+
+MetricsServer::MetricsServer(int listening_fd, Render render) : render_(std::move(render)) {
+  listen_fd_ = listening_fd;
+  auto fail = [&](const std::string &why) {
+    stop();
+    return MetricsError("the socket passed by the service manager " + why);
+  };
+  if (sd_is_socket(listen_fd_, AF_UNSPEC, SOCK_STREAM, 1) <= 0)
+    throw fail("is not a listening stream socket");
+  sockaddr_storage ss{};
+  socklen_t len = sizeof(ss);
+  char host[INET6_ADDRSTRLEN] = {};
+  if (::getsockname(listen_fd_, reinterpret_cast<sockaddr *>(&ss), &len) != 0)
+    throw fail(std::string("cannot be named: ") + std::strerror(errno));
+  if (ss.ss_family == AF_INET) {
+    const auto *v4 = reinterpret_cast<const sockaddr_in *>(&ss);
+    inet_ntop(AF_INET, &v4->sin_addr, host, sizeof(host));
+    address_ = {host, ntohs(v4->sin_port)};
+  } else if (ss.ss_family == AF_INET6) {
+    const auto *v6 = reinterpret_cast<const sockaddr_in6 *>(&ss);
+    inet_ntop(AF_INET6, &v6->sin6_addr, host, sizeof(host));
+    address_ = {host, ntohs(v6->sin6_port)};
+  } else {
+    throw fail("is not an IPv4 or IPv6 socket");
+  }
+  // The serve loop polls before it accepts; a client gone in between must
+  // not block the accept.
+  ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+  ::fcntl(listen_fd_, F_SETFD, FD_CLOEXEC);
+  start_thread();
+}
+
+void MetricsServer::start_thread() {
+  auto fail = [&](int err) {
+    stop();
+    return MetricsError("cannot start the metrics endpoint on " + shown_address(address_) + ": " +
+                        std::strerror(err));
+  };
   stop_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (stop_fd_ < 0)
     throw fail(errno);
@@ -372,6 +449,19 @@ MetricsServer::MetricsServer(std::string_view listen, Render render)
   } catch (const std::system_error &e) {
     throw fail(e.code().value());
   }
+}
+
+int take_activated_socket() {
+  const int n = sd_listen_fds(1);
+  if (n <= 0)
+    return -1;
+  if (n > 1) {
+    for (int fd = SD_LISTEN_FDS_START; fd < SD_LISTEN_FDS_START + n; ++fd)
+      ::close(fd);
+    throw MetricsError("the service manager passed " + std::to_string(n) +
+                       " sockets; netlatd serves metrics on one (ListenStream= once in netlatd.socket)");
+  }
+  return SD_LISTEN_FDS_START;
 }
 
 MetricsServer::~MetricsServer() { stop(); }

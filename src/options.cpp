@@ -153,6 +153,9 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "--outliers-max-per-sec must be at least 1");
   if (o.ringbuf_mb < 1 || o.ringbuf_mb > 1024 || (o.ringbuf_mb & (o.ringbuf_mb - 1)))
     throw Error(ExitCode::Usage, "--ringbuf-mb must be a power of two between 1 and 1024");
+  if (o.metrics_resolution != 1 && o.metrics_resolution != 2 && o.metrics_resolution != 4 &&
+      o.metrics_resolution != 8)
+    throw Error(ExitCode::Usage, "--metrics-resolution must be 1, 2, 4 or 8 (buckets per power of two)");
   if (o.duration_s && !(*o.duration_s > 0))
     throw Error(ExitCode::Usage, "--duration must be positive");
 }
@@ -179,7 +182,7 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   static const std::set<std::string> known = {"iface",          "ports",          "interval",
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
-                                              "ringbuf_mb", "irq", "output_group"};
+                                              "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -257,6 +260,27 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     }
     into.metrics_listen = *s;
   }
+  if (const toml::node *n = tbl.get("by"); n && !cli("by")) {
+    const toml::array *arr = n->as_array();
+    if (!arr)
+      throw fail(*n, "by must be an array of keys, e.g. [\"dport\", \"proto\"] ([] for none)");
+    std::string list;
+    for (const toml::node &e : *arr) {
+      if (!e.is_string())
+        throw fail(e, "by must be an array of strings");
+      list += (list.empty() ? "" : ",") + *e.value<std::string>();
+    }
+    try {
+      into.by = parse_breakdown(list.empty() ? "none" : list);
+    } catch (const std::invalid_argument &e) {
+      throw fail(*n, std::string("by: ") + e.what());
+    }
+  }
+  if (auto d = number_of("metrics_resolution"); d && !cli("metrics-resolution")) {
+    if (*d != 1 && *d != 2 && *d != 4 && *d != 8)
+      throw fail(*tbl.get("metrics_resolution"), "metrics_resolution must be 1, 2, 4 or 8 (buckets per power of two)");
+    into.metrics_resolution = static_cast<unsigned>(*d);
+  }
   if (auto d = number_of("ringbuf_mb"); d && !cli("ringbuf-mb")) {
     const auto mb = *d >= 1 && *d <= 1024 ? static_cast<uint32_t>(*d) : 0u;
     if (mb == 0 || *d != static_cast<double>(mb) || (mb & (mb - 1)))
@@ -283,7 +307,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
 
   std::vector<int64_t> ports;
   std::vector<std::string> irq_lists;
-  std::string interval = "10", format = "json", outliers;
+  std::string interval = "10", format = "json", outliers, by;
   app.add_option("-i,--iface", o.iface, "Network interface to trace (e.g. eth0, lo)");
   app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
   app.add_option("--interval", interval, "Seconds per report line (default 10; 500ms, 2s also work)");
@@ -295,7 +319,12 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_option("--outliers-over", outliers,
                  "Also write the whole timeline of each packet slower than this (e.g. 500us)");
   app.add_option("--outliers-max-per-sec", o.outliers_max_per_sec, "Rate limit of outlier lines (default 10)");
-  app.add_option("--metrics-listen", o.metrics_listen, "Serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464)");
+  app.add_option("--metrics-listen", o.metrics_listen,
+                 "Serve Prometheus metrics on ADDR:PORT, or ADDR for port 9659 (e.g. 127.0.0.1)");
+  app.add_option("--metrics-resolution", o.metrics_resolution,
+                 "Prometheus buckets per power of two, 64 ns to 10.7 s: 1, 2, 4 (default) or 8");
+  app.add_option("--by", by,
+                 "Split the per-stage histograms by dport,proto (default), family, cgroup; or none");
   app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 2)");
   app.add_option("--irq", irq_lists,
                  "The interface's receive IRQ lines (e.g. 24,25 or 24-31), instead of finding them");
@@ -327,7 +356,8 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
 
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
-                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group"}) {
+                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group", "by",
+                           "metrics-resolution"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
   }
@@ -350,6 +380,13 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
     }
   }
 
+  if (!by.empty()) {
+    try {
+      o.by = parse_breakdown(by);
+    } catch (const std::invalid_argument &e) {
+      throw Error(ExitCode::Usage, std::string("--by: ") + e.what());
+    }
+  }
   if (!o.config.empty())
     load_config_file(o.config, o, set_on_cli);
 

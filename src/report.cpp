@@ -54,19 +54,10 @@ const IntervalAggregator &aggregate_of(const IntervalReport &r) {
   return r.data ? *r.data : empty;
 }
 
-Json stage_json(const ReportHeader::StageHooks &hooks, const Histogram &h) {
-  Json j;
-  j["hook_start"] = hooks.start_hook;
-  j["hook_end"] = hooks.end_hook;
-  j["applicable"] = hooks.applicable;
-  if (!hooks.applicable) {
-    // No statistics at all: a zero here would read as "measured, and fast".
-    j["why_not"] = hooks.why_not;
-    return j;
-  }
+void append_stage_statistics(Json &j, const Histogram &h) {
   j["count"] = h.count();
   if (h.count() == 0)
-    return j;
+    return;
   j["min_ns"] = h.min();
   j["p50_ns"] = h.percentile(50);
   j["p90_ns"] = h.percentile(90);
@@ -78,7 +69,53 @@ Json stage_json(const ReportHeader::StageHooks &hooks, const Histogram &h) {
   for (const Histogram::Bucket &b : h.nonempty_buckets())
     buckets.push_back(Json::array({b.lower, b.upper, b.count}));
   j["buckets"] = std::move(buckets);
+}
+
+Json stage_json(const ReportHeader::StageHooks &hooks, const Histogram &h) {
+  Json j;
+  j["hook_start"] = hooks.start_hook;
+  j["hook_end"] = hooks.end_hook;
+  j["applicable"] = hooks.applicable;
+  if (!hooks.applicable) {
+    // No statistics at all: a zero here would read as "measured, and fast".
+    j["why_not"] = hooks.why_not;
+    return j;
+  }
+  append_stage_statistics(j, h);
   return j;
+}
+
+// The breakdown: one object per series with packets this interval, in key
+// order, cgroups beyond the top N folded into "other".
+Json breakdown_json(const ReportHeader &h, const IntervalReport &r, const IntervalAggregator &agg) {
+  const BreakdownSpec &by = agg.breakdown();
+  CgroupNames fallback_names([](uint64_t) { return std::nullopt; });
+  CgroupNames &names = r.cgroup_names ? *r.cgroup_names : fallback_names;
+  const SeriesMap folded = by.cgroup ? fold_cgroups_top(agg.series()) : SeriesMap{};
+  Json rows = Json::array();
+  for (const auto &[key, series] : by.cgroup ? folded : agg.series()) {
+    if (series.packets == 0)
+      continue;
+    Json row;
+    for (const auto &[name, value] : series_labels(by, key, names)) {
+      if (name == "dport")
+        row[name] = key.dport;
+      else
+        row[name] = value;
+    }
+    row["packets"] = series.packets;
+    Json stages = Json::object();
+    for (Stage s : kAllStages) {
+      if (!h.stages[static_cast<size_t>(s)].applicable)
+        continue;
+      Json stage = Json::object();
+      append_stage_statistics(stage, series.stages[static_cast<size_t>(s)]);
+      stages[std::string(stage_name(s))] = std::move(stage);
+    }
+    row["stages"] = std::move(stages);
+    rows.push_back(std::move(row));
+  }
+  return rows;
 }
 
 std::string join_ports(const std::vector<uint16_t> &ports) {
@@ -146,7 +183,9 @@ void append_histogram_rows(std::string &out, const Histogram &h) {
 
 // ---------------------------------------------------------------- aggregator
 
-void IntervalAggregator::add(const netlatd_packet &p) noexcept {
+void IntervalAggregator::add(const netlatd_packet &p) {
+  StageHistograms &series = series_[series_key(by_, p)];
+  ++series.packets;
   ++packets_;
   if (p.l4proto == kIpprotoUdp)
     ++udp_;
@@ -162,14 +201,30 @@ void IntervalAggregator::add(const netlatd_packet &p) noexcept {
     ++unordered_;
     return;
   }
-  for (Stage s : kAllStages)
-    if (auto d = stage_duration(p, s))
+  for (Stage s : kAllStages) {
+    if (auto d = stage_duration(p, s)) {
       stages_[static_cast<size_t>(s)].record(*d);
+      series.stages[static_cast<size_t>(s)].record(*d);
+    }
+  }
+}
+
+void IntervalAggregator::set_breakdown(BreakdownSpec by) {
+  by_ = by;
+  series_.clear();
 }
 
 void IntervalAggregator::reset() noexcept {
   for (Histogram &h : stages_)
     h.reset();
+  // A series idle for a whole interval goes: reader cgroups come and go,
+  // and each series holds its histograms' memory.
+  std::erase_if(series_, [](const auto &entry) { return entry.second.packets == 0; });
+  for (auto &[key, series] : series_) {
+    series.packets = 0;
+    for (Histogram &h : series.stages)
+      h.reset();
+  }
   packets_ = udp_ = tcp_ = unordered_ = reader_unknown_ = tcp_bytes_ = 0;
 }
 
@@ -238,6 +293,8 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
     stages[std::string(stage_name(s))] =
         stage_json(h.stages[static_cast<size_t>(s)], agg.stage(s));
   j["stages"] = std::move(stages);
+  j["by"] = breakdown_keys(agg.breakdown());
+  j["breakdown"] = breakdown_json(h, r, agg);
   Json drops = Json::object();
   for (const auto &[name, n] : r.drops)
     drops[name] = n;

@@ -24,7 +24,7 @@
 
 namespace netlatd {
 
-static_assert(sizeof(netlatd_packet) == 136, "ring-buffer record layout (abi.h)");
+static_assert(sizeof(netlatd_packet) == 144, "ring-buffer record layout (abi.h)");
 static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
 static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
 static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "tcp_segs layout (abi.h)");
@@ -203,6 +203,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     skel->rodata->targ_ports[i] = config.ports[i];
   skel->rodata->targ_nports = static_cast<__u32>(config.ports.size());
   skel->rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
+  skel->rodata->targ_reader_cgroup = config.reader_cgroup;
   skel->rodata->targ_udp_join = static_cast<__u32>(plan.udp_join);
   // fentry runs before the datagram is queued: its slot exists before any
   // read can take it.

@@ -56,7 +56,7 @@ enum netlatd_reader_unknown {
 	NETLATD_READER_UNKNOWN_COUNT
 };
 
-/* One ring-buffer record: one packet returned to user space. 136 bytes. */
+/* One ring-buffer record: one packet returned to user space. 144 bytes. */
 struct netlatd_packet {
 	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 88 */
 	__u32 reader_tgid;
@@ -72,6 +72,7 @@ struct netlatd_packet {
 	__u8 l4proto;        /* IPPROTO_UDP / IPPROTO_TCP */
 	__u8 reader_unknown; /* enum netlatd_reader_unknown */
 	__u32 _pad;
+	__u64 reader_cgroup; /* the reader's cgroup v2 id; 0 unless asked for (--by cgroup) or no reader */
 };
 
 /* What netif_receive_skb learned of a packet. 48 bytes. The earlier stamps

@@ -13,10 +13,16 @@
 #include <thread>
 #include <vector>
 
+#include "netlatd/breakdown.hpp"
 #include "netlatd/histogram.hpp"
 #include "netlatd/stages.hpp"
 
 namespace netlatd {
+
+// The port --metrics-listen takes when given an address alone, from the
+// Prometheus project's default-port allocations for exporters.
+inline constexpr uint16_t kDefaultMetricsPort = 9659;
+inline constexpr unsigned kDefaultBucketsPerPowerOfTwo = 4;
 
 // Everything one scrape shows. Counters and histograms are cumulative since
 // the daemon started (Prometheus computes rates itself); they never go down.
@@ -25,18 +31,33 @@ struct MetricsSnapshot {
   std::vector<uint16_t> ports;
   std::string version;  // netlatd version
   std::string kernel;   // uname -r
+  // `le` bounds per power of two (--metrics-resolution): 1, 2, 4 or 8.
+  unsigned buckets_per_power_of_two = kDefaultBucketsPerPowerOfTwo;
 
   struct StageMetrics {
     bool applicable = false;  // false: no series in netlatd_stage_latency_seconds
     std::string start_hook;   // e.g. "tp_btf/netif_receive_skb"
     std::string end_hook;
-    Histogram latency;        // nanoseconds, cumulative
   };
   std::array<StageMetrics, kStageCount> stages;  // indexed by Stage
 
+  // One series of the breakdown (--by): its labels in order, e.g.
+  // {{"dport","5000"},{"proto","udp"}}, and its latency per stage in
+  // nanoseconds, cumulative. Every applicable stage is rendered for it.
+  struct Series {
+    std::vector<std::pair<std::string, std::string>> labels;
+    std::array<Histogram, kStageCount> latency;
+  };
+  std::map<SeriesKey, Series> series;
+
   uint64_t packets_udp = 0;
   uint64_t packets_tcp = 0;
-  std::map<std::string, uint64_t> drops;  // reason -> total, e.g. "ringbuf_full"
+  // Packets the kernel dropped before they reached the socket (stack_dropped):
+  // the network's loss, not netlatd's.
+  uint64_t kernel_drops = 0;
+  // netlatd's own losses, by reason ("ringbuf_full", ...): records or reads it
+  // could not measure. Never stack_dropped.
+  std::map<std::string, uint64_t> losses;
   // Reads whose datagram no record names, by why: "ambiguous", "untracked".
   std::map<std::string, uint64_t> reads_unnamed;
   uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
@@ -46,19 +67,24 @@ struct MetricsSnapshot {
   std::map<std::string, uint64_t> hook_misses;  // hook label -> BPF recursion misses
 };
 
-// The `le` bounds of netlatd_stage_latency_seconds, in nanoseconds; +Inf follows.
-// A fine bucket of the Histogram is counted under the first bound its (exclusive)
-// upper edge does not exceed, so a bound's count never includes a value above it;
-// a value at most 1.6 % below a bound may be counted under the next one.
-inline constexpr std::array<uint64_t, 19> kPrometheusBoundsNs{
-    1'000,      2'500,      5'000,       10'000,      25'000,      50'000,     100'000,
-    250'000,    500'000,    1'000'000,   2'500'000,   5'000'000,   10'000'000, 25'000'000,
-    50'000'000, 100'000'000, 250'000'000, 500'000'000, 1'000'000'000};
+// The `le` bounds of netlatd_stage_latency_seconds, in nanoseconds; +Inf
+// follows. Each is an edge of the JSON's log-linear buckets: 2^k * (1 + i/n)
+// for n = per_power_of_two, from 64 ns up to the first bound of at least
+// 10 s (10.7 s). So every Prometheus bucket is exactly a union of JSON
+// buckets, and `le` counts the values below its bound in whole nanoseconds.
+// Throws std::invalid_argument unless per_power_of_two is 1, 2, 4 or 8.
+std::vector<uint64_t> prometheus_bounds_ns(unsigned per_power_of_two);
+// A bound in seconds as Go's strconv.FormatFloat(v, 'g', -1, 64) writes it,
+// which is what the official client libraries emit: identical label values
+// let a query aggregate netlatd's buckets with other exporters' without
+// relabelling. 64 -> "6.4e-08", 1'310'720 -> "0.00131072".
+std::string prometheus_le_label(uint64_t bound_ns);
 
 // Text exposition format 0.0.4, families in a fixed order, ending with a newline.
 std::string render_prometheus(const MetricsSnapshot &snapshot);
 
-// "ADDR:PORT", "[V6ADDR]:PORT", ":PORT" or "PORT"; the address defaults to
+// "ADDR:PORT", "[V6ADDR]:PORT", ":PORT" or "PORT", or an address alone
+// ("127.0.0.1", "[::1]") for kDefaultMetricsPort; the address defaults to
 // 127.0.0.1 so nothing is exposed beyond the host unless asked. Port 0 picks a
 // free port (tests). Throws std::invalid_argument with a one-line message.
 struct ListenAddress {
@@ -94,6 +120,10 @@ public:
   // connections sit in TIME_WAIT) but not SO_REUSEPORT: a second daemon on the
   // same port fails instead of silently getting half of the scrapes.
   MetricsServer(std::string_view listen, Render render);
+  // Serves on a socket already listening, passed by the service manager
+  // (systemd socket activation); owns it from now on. Throws MetricsError
+  // when `fd` is not a listening TCP socket.
+  MetricsServer(int listening_fd, Render render);
   ~MetricsServer();
   MetricsServer(const MetricsServer &) = delete;
   MetricsServer &operator=(const MetricsServer &) = delete;
@@ -114,6 +144,12 @@ private:
   int listen_fd_ = -1;
   int stop_fd_ = -1;  // eventfd: stop() wakes the thread from any wait
   std::thread thread_;
+  void start_thread();
 };
+
+// The listening socket systemd passed (LISTEN_FDS, a .socket unit), or -1
+// when none was. Takes it out of the environment, so that it is used once.
+// Throws MetricsError when more than one was passed.
+int take_activated_socket();
 
 }  // namespace netlatd

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "netlatd/breakdown.hpp"
+
 namespace netlatd {
 
 enum class OutputFormat { Json, Text };
@@ -23,6 +25,8 @@ struct Options {
   std::optional<uint64_t> outliers_over_ns;
   uint32_t outliers_max_per_sec = 10;
   std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
+  unsigned metrics_resolution = 4;  // Prometheus `le` bounds per power of two: 1, 2, 4 or 8
+  BreakdownSpec by;                 // --by: what the per-stage histograms are split by
   uint32_t ringbuf_mb = 2;
   // --irq: the interface's receive IRQ lines, replacing their discovery
   // (sorted, unique); empty = discover them (see find_irq_lines).

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "netlatd/breakdown.hpp"
 #include "netlatd/histogram.hpp"
 #include "netlatd/stages.hpp"
 
@@ -37,11 +38,21 @@ struct ReportHeader {
   std::array<StageHooks, kStageCount> stages;
 };
 
-// Aggregates the records of one interval.
+// Aggregates the records of one interval: per stage over all packets, and
+// per series of the breakdown (--by).
 class IntervalAggregator {
 public:
-  void add(const netlatd_packet &p) noexcept;  // records every stage whose duration is known
-  void reset() noexcept;
+  explicit IntervalAggregator(BreakdownSpec by = {}) : by_(by) {}
+  // Records every stage whose duration is known. A series' first record
+  // allocates it (not noexcept, unlike the totals).
+  void add(const netlatd_packet &p);
+  void reset() noexcept;  // keeps the series it has, emptied
+  // Another split from the next record on; drops the series.
+  void set_breakdown(BreakdownSpec by);
+  const BreakdownSpec &breakdown() const noexcept { return by_; }
+  // Every series seen since the aggregator was made or re-split; those with
+  // no packet since the last reset have packets == 0.
+  const SeriesMap &series() const noexcept { return series_; }
   uint64_t packets() const noexcept { return packets_; }
   uint64_t packets_udp() const noexcept { return udp_; }
   uint64_t packets_tcp() const noexcept { return tcp_; }
@@ -52,6 +63,8 @@ public:
   const Histogram &stage(Stage s) const noexcept { return stages_[static_cast<size_t>(s)]; }
 
 private:
+  BreakdownSpec by_;
+  SeriesMap series_;
   std::array<Histogram, kStageCount> stages_{};
   uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0, tcp_bytes_ = 0;
 };
@@ -65,6 +78,8 @@ struct NapiStats {
 
 struct IntervalReport {
   std::chrono::system_clock::time_point start;
+  // Names the reader cgroups of the breakdown; none: "cgroup-id:N".
+  CgroupNames *cgroup_names = nullptr;
   std::chrono::system_clock::time_point end;
   const IntervalAggregator *data = nullptr;
   // Losses during the interval, by name (deltas, not totals): "ringbuf_full",

@@ -22,6 +22,7 @@ namespace netlatd {
 struct TracerConfig {
   std::vector<uint16_t> ports;
   uint32_t ringbuf_bytes = 4u << 20;
+  bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
 };
 
 // Where to look: set at start and again when the interface re-appears.

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -28,8 +29,10 @@
 
 #include "http_get.hpp"
 #include "net_fixture.hpp"
+#include "netlatd/metrics.hpp"
 #include "netlatd/version.hpp"
 #include "process.hpp"
+#include "scrape.hpp"
 #include "scratch.hpp"
 
 using Catch::Matchers::ContainsSubstring;
@@ -47,19 +50,6 @@ int64_t ms_since(Clock::time_point t) {
 }
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-// Polls `done` every 20 ms for up to timeout_ms.
-template <typename F>
-bool eventually(int timeout_ms, F done) {
-  const auto until = Clock::now() + std::chrono::milliseconds(timeout_ms);
-  for (;;) {
-    if (done())
-      return true;
-    if (Clock::now() >= until)
-      return false;
-    sleep_ms(20);
-  }
-}
 
 std::string slurp(const fs::path &p) {
   std::ifstream in(p);
@@ -100,19 +90,6 @@ Totals interval_totals(const std::string &text) {
     t.last = j;
   }
   return t;
-}
-
-// A local UDP port nobody listens on right now.
-uint16_t free_port(int type = SOCK_DGRAM) {
-  int s = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a));
-  socklen_t len = sizeof(a);
-  getsockname(s, reinterpret_cast<sockaddr *>(&a), &len);
-  close(s);
-  return ntohs(a.sin_port);
 }
 
 std::vector<std::string> netlatd_on_lo(uint16_t port, std::vector<std::string> extra) {
@@ -159,22 +136,6 @@ std::map<uint32_t, std::string> loaded_programs() {
   for (const json &p : json::parse(text))
     out[p["id"].get<uint32_t>()] = p.value("name", "");
   return out;
-}
-
-// One sample of a Prometheus text page, e.g. `netlatd_packets_total{proto="udp"}`; -1 when absent.
-double sample(const std::string &page, const std::string &series) {
-  std::istringstream in(page);
-  for (std::string line; std::getline(in, line);)
-    if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ')
-      return std::stod(line.substr(series.size() + 1));
-  return -1;
-}
-
-std::string scrape(uint16_t port) {
-  auto res = http_request("127.0.0.1", port, "GET", "/metrics", 2000);
-  if (!res || res->status != 200)
-    return "";
-  return res->body;
 }
 
 // The stdout of a child as a pipe the test holds: the child opens the write
@@ -450,7 +411,7 @@ TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and 
   reader.wait_for(burst, 10000);
   std::string page;
   REQUIRE(eventually(5000, [&] {
-    return sample(scrape(metrics_port), "netlatd_drops_total{reason=\"output_dropped\"}") > 0;
+    return sample(scrape(metrics_port), "netlatd_losses_total{reason=\"output_dropped\"}") > 0;
   }));
   CHECK_THAT(nl->err(), ContainsSubstring("output standard output is not keeping up"));
   // Settled: the count stops moving once the burst is drained.
@@ -463,7 +424,7 @@ TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and 
     return same;
   }));
   REQUIRE(base > 0);
-  const double dropped_before = sample(page, "netlatd_drops_total{reason=\"output_dropped\"}");
+  const double dropped_before = sample(page, "netlatd_losses_total{reason=\"output_dropped\"}");
 
   // Output still stalled and dropping: every datagram of a gentle batch is
   // still measured, so the ring buffer is being drained.
@@ -476,7 +437,7 @@ TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and 
   INFO(page);
   CHECK(counted);
   // Those packets' lines found the queue still full: the output was stalled all along.
-  CHECK(sample(page, "netlatd_drops_total{reason=\"output_dropped\"}") >= dropped_before + n);
+  CHECK(sample(page, "netlatd_losses_total{reason=\"output_dropped\"}") >= dropped_before + n);
 
   const auto t = Clock::now();
   nl->signal(SIGTERM);
@@ -505,7 +466,7 @@ TEST_CASE("a stdout reader that went away (EPIPE): one error line, drops counted
   const bool counted = eventually(3000, [&] {
     page = scrape(metrics_port);
     return sample(page, "netlatd_packets_total{proto=\"udp\"}") == 50 &&
-           sample(page, "netlatd_drops_total{reason=\"output_dropped\"}") >= 2;
+           sample(page, "netlatd_losses_total{reason=\"output_dropped\"}") >= 2;
   });
   INFO(page);
   CHECK(counted);
@@ -588,6 +549,7 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
   // machine (past the per-socket FIFO the tracer counts sock_fifo_full, not
   // measures).
   uint64_t sent = 0;
+  const std::string series = "dport=\"" + std::to_string(port) + "\",proto=\"udp\"";
   for (int batch : {50, 100}) {
     send_udp("", 4, "127.0.0.1", port, batch, 64, 1000);
     sent += static_cast<uint64_t>(batch);
@@ -598,25 +560,34 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
     });
     INFO(page);
     REQUIRE(counted);
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"}") == static_cast<double>(sent));
-    CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\",le=\"+Inf\"}") ==
+    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series + "}") ==
           static_cast<double>(sent));
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"}") == static_cast<double>(sent));
+    CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"+Inf\"}") ==
+          static_cast<double>(sent));
+    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"," + series + "}") ==
+          static_cast<double>(sent));
     CHECK(sample(page, "netlatd_packets_total{proto=\"tcp\"}") == 0);
   }
   // le buckets: cumulative, never above _count.
   double prev = 0;
-  for (const char *le : {"1e-06", "1e-05", "0.0001", "0.001", "0.01", "0.1", "1", "+Inf"}) {
-    const double v = sample(page, std::string("netlatd_stage_latency_seconds_bucket{stage=\"total\",le=\"") + le + "\"}");
+  std::vector<std::string> les;
+  for (uint64_t bound : netlatd::prometheus_bounds_ns(4))
+    les.push_back(netlatd::prometheus_le_label(bound));
+  les.push_back("+Inf");
+  for (const std::string &le : les) {
+    const double v = sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"" + le + "\"}");
     INFO(le);
     CHECK(v >= prev);
     prev = v;
   }
+  CHECK(prev == static_cast<double>(sent));
+  CHECK(sample(page, "netlatd_kernel_drops_total") >= 0);
   CHECK(sample(page, "netlatd_stage_applicable{stage=\"irq\"}") == 0);  // lo has no IRQ line
-  for (const char *reason : {"ringbuf_full", "inflight_full", "stack_dropped", "output_dropped",
+  CHECK(page.find("stack_dropped") == std::string::npos);  // the kernel's, not a loss of netlatd's
+  for (const char *reason : {"ringbuf_full", "inflight_full", "output_dropped",
                              "outliers_rate_limited", "unjoined_expired"}) {
     INFO(reason);
-    CHECK(sample(page, std::string("netlatd_drops_total{reason=\"") + reason + "\"}") >= 0);
+    CHECK(sample(page, std::string("netlatd_losses_total{reason=\"") + reason + "\"}") >= 0);
   }
   nl->signal(SIGTERM);
   REQUIRE(nl->wait(3000));
@@ -650,4 +621,124 @@ TEST_CASE("metrics endpoint: a port in use exits 70 with one line and nothing at
   CHECK(e.code == 64);
   CHECK(e.err == "netlatd: error: --metrics-listen: bad listen address '127.0.0.1:99999': port '99999' is not a "
                  "number in 0-65535\n");
+}
+
+namespace {
+
+// This process's cgroup v2 path ("/user.slice/..."), as netlatd names a reader's; "" if none.
+std::string own_cgroup() {
+  std::ifstream in("/proc/self/cgroup");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("0::", 0) == 0)
+      return line.substr(3);
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("breakdown: per port, protocol, family and reader cgroup, in JSON and Prometheus, exact counts",
+          "[service][metrics][breakdown]") {
+  SKIP_UNLESS_ROOT();
+  const uint16_t udp_port = free_port(), tcp_port = free_port(SOCK_STREAM), metrics_port = free_port(SOCK_STREAM);
+  Reader udp4("", "udp", 4, "127.0.0.1", udp_port);
+  Reader udp6("", "udp", 6, "::1", udp_port);
+  Reader tcp4("", "tcp", 4, "127.0.0.1", tcp_port);
+  std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(udp_port), "--port",
+                                std::to_string(tcp_port), "--interval", "60", "--by", "dport,proto,family,cgroup",
+                                "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
+  Daemon nl(argv);
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+
+  send_udp("", 4, "127.0.0.1", udp_port, 40, 64, 1000);
+  send_udp("", 6, "::1", udp_port, 25, 64, 1000);
+  // One write a millisecond, each its own segment and record.
+  send_tcp("", 4, "127.0.0.1", tcp_port, 30, 100, 1000);
+  REQUIRE(udp4.wait_for(40, 5000));
+  REQUIRE(udp6.wait_for(25, 5000));
+  REQUIRE(tcp4.wait_for(3000, 5000));
+
+  const std::string cgroup = own_cgroup();
+  auto series = [&](uint16_t port, const char *proto, const char *family) {
+    return "dport=\"" + std::to_string(port) + "\",proto=\"" + proto + "\",family=\"" + family + "\",cgroup=\"" +
+           cgroup + "\"";
+  };
+  std::string page;
+  const bool counted = eventually(3000, [&] {
+    page = scrape(metrics_port);
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}") == 65 &&
+           sample(page, "netlatd_tcp_bytes_total{kind=\"reported\"}") == 3000;
+  });
+  // Segments the stack coalesced are one record: as many as TCP made.
+  const double tcp_records = sample(page, "netlatd_packets_total{proto=\"tcp\"}");
+  CHECK(tcp_records >= 1);
+  INFO(page);
+  REQUIRE(counted);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv4") + "}") == 40);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv6") + "}") == 25);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"in_socket\"," + series(tcp_port, "tcp", "ipv4") + "}") ==
+        tcp_records);
+  // Nothing under any other label set.
+  CHECK(page.find("proto=\"tcp\",family=\"ipv6\"") == std::string::npos);
+  CHECK(page.find("cgroup=\"other\"") == std::string::npos);
+
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  const Totals tot = interval_totals(nl->exit().out);
+  REQUIRE(tot.lines == 1);
+  const json &j = tot.last;
+  CHECK(j["by"] == json::array({"dport", "proto", "family", "cgroup"}));
+  std::map<std::string, json> rows;
+  for (const json &row : j["breakdown"]) {
+    CHECK(row["cgroup"] == cgroup);  // the readers are threads of this process
+    rows[std::to_string(row["dport"].get<int>()) + "/" + row["proto"].get<std::string>() + "/" +
+         row["family"].get<std::string>()] = row;
+  }
+  REQUIRE(rows.size() == 3);
+  const json &u4 = rows.at(std::to_string(udp_port) + "/udp/ipv4");
+  CHECK(u4["packets"] == 40);
+  CHECK(u4["stages"]["total"]["count"] == 40);
+  CHECK(rows.at(std::to_string(udp_port) + "/udp/ipv6")["packets"] == 25);
+  CHECK(rows.at(std::to_string(tcp_port) + "/tcp/ipv4")["packets"].get<double>() == tcp_records);
+  CHECK_FALSE(u4["stages"].contains("irq"));  // lo has no IRQ line
+  // The breakdown's p99 is the series' own: within the interval's range.
+  CHECK(u4["stages"]["total"]["p99_ns"].get<uint64_t>() <= j["stages"]["total"]["max_ns"].get<uint64_t>());
+}
+
+TEST_CASE("socket activation: the endpoint serves on the socket systemd passes", "[service][metrics]") {
+  SKIP_UNLESS_ROOT();
+  if (sh_output("command -v systemd-socket-activate").empty())
+    SKIP("systemd-socket-activate (package systemd) is not installed");
+  const uint16_t port = free_port(), metrics_port = free_port(SOCK_STREAM);
+  const std::string listen = "127.0.0.1:" + std::to_string(metrics_port);
+  // systemd-socket-activate binds, then runs netlatd with LISTEN_FDS=1 and
+  // the socket as fd 3, as a .socket unit does. --metrics-listen names
+  // another port, which must stay unused.
+  const uint16_t unused = free_port(SOCK_STREAM);
+  // It gives the child a fresh environment: NOTIFY_SOCKET is passed on by name.
+  std::vector<std::string> argv{"systemd-socket-activate", "-E", "NOTIFY_SOCKET", "-l", listen};
+  for (const std::string &a : netlatd_on_lo(port, {"--interval", "60", "--metrics-listen",
+                                                   "127.0.0.1:" + std::to_string(unused)}))
+    argv.push_back(a);
+  Daemon nl(argv);
+  INFO(nl->err());
+  // Like a socket unit, it starts the service on the first connection: the
+  // first scrape waits in the socket's backlog until netlatd answers it.
+  REQUIRE(nl->wait_for_stderr("Listening on " + listen, 5000));
+  std::optional<HttpResponse> first;
+  std::thread scraper([&] { first = http_request("127.0.0.1", metrics_port, "GET", "/metrics", 20000); });
+  const bool ready = nl.wait_ready(15000);
+  scraper.join();
+  REQUIRE(ready);
+  REQUIRE(first);
+  CHECK(first->status == 200);
+  CHECK_THAT(first->body, ContainsSubstring("netlatd_build_info{"));
+  CHECK_THAT(nl->err(), ContainsSubstring("Prometheus metrics on http://" + listen + "/metrics"));
+  CHECK_THAT(nl->err(), ContainsSubstring("serving on the socket systemd passed"));
+  CHECK_THAT(scrape(metrics_port), ContainsSubstring("netlatd_packets_total{"));
+  CHECK_FALSE(http_request("127.0.0.1", unused, "GET", "/metrics", 500));
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
 }

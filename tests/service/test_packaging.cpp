@@ -80,7 +80,7 @@ TEST_CASE("cpack builds a Debian package with the service layout", "[service][pa
     const fs::path daemon = root / "usr/sbin/netlatd";
     REQUIRE(fs::is_regular_file(daemon));
     CHECK(::access(daemon.c_str(), X_OK) == 0);
-    for (const char *unit : {"netlatd.service", "netlatd@.service"}) {
+    for (const char *unit : {"netlatd.service", "netlatd@.service", "netlatd.socket"}) {
       INFO(unit);
       const fs::path installed = root / "lib/systemd/system" / unit;
       REQUIRE(fs::is_regular_file(installed));

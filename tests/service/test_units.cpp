@@ -14,6 +14,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include "netlatd/metrics.hpp"
 #include "scratch.hpp"
 
 namespace fs = std::filesystem;
@@ -53,7 +54,7 @@ struct VerifyTree {
     fs::create_directories(man / "man8");
     fs::copy_file(kSource / "docs/netlatd.8", man / "man8/netlatd.8");
     const std::string binary = fs::exists(NETLATD_BINARY) ? std::string(NETLATD_BINARY) : std::string("/bin/true");
-    for (const char *name : {"netlatd.service", "netlatd@.service"}) {
+    for (const char *name : {"netlatd.service", "netlatd@.service", "netlatd.socket"}) {
       const std::string text = read_file(kSource / "systemd" / name);
       write_file(units / name,
                  std::regex_replace(text, std::regex("^ExecStart=/usr/sbin/netlatd ", std::regex::multiline),
@@ -63,7 +64,8 @@ struct VerifyTree {
 
   Result verify(const std::string &extra = "") const {
     return run("MANPATH='" + man.string() + "' systemd-analyze verify '" + (units / "netlatd.service").string() +
-               "' '" + (units / "netlatd@.service").string() + "' " + extra);
+               "' '" + (units / "netlatd@.service").string() + "' '" + (units / "netlatd.socket").string() + "' " +
+               extra);
   }
 };
 
@@ -125,4 +127,15 @@ TEST_CASE("units keep the daemon's contract", "[service][units]") {
     return out;
   };
   CHECK(settings(plain) == settings(templ));
+
+  // The socket unit listens on the daemon's default metrics port, on
+  // loopback, once, for the plain service.
+  const std::string socket = read_file(kSource / "systemd/netlatd.socket");
+  CHECK(has_line(socket, "ListenStream=127\\.0\\.0\\.1:" + std::to_string(netlatd::kDefaultMetricsPort)));
+  CHECK(has_line(socket, "Service=netlatd\\.service"));
+  CHECK(std::regex_search(socket, std::regex("^ListenStream=", std::regex::multiline)));
+  size_t listens = 0;
+  for (size_t at = socket.find("\nListenStream="); at != std::string::npos; at = socket.find("\nListenStream=", at + 1))
+    ++listens;
+  CHECK(listens == 1);
 }

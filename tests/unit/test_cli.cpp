@@ -159,6 +159,8 @@ TEST_CASE("a bad metrics address exits 64 on the command line, 78 in the config"
   CHECK(lines(e.err) == 1);
   // Loopback unless told otherwise.
   CHECK(parse({"--iface", "lo", "--port", "1", "--metrics-listen", ":9464"}).options.metrics_listen == ":9464");
+  // An address alone takes netlatd's default port.
+  CHECK(parse_listen_address("127.0.0.1").port == kDefaultMetricsPort);
   CHECK(parse_listen_address(":9464").host == "127.0.0.1");
 }
 
@@ -231,4 +233,41 @@ TEST_CASE("bad --irq exits 64 with one line; irq in the config file", "[cli][con
   e = run_netlatd({"--config", not_list.path});
   CHECK(e.code == 78);
   CHECK(lines(e.err) == 1);
+}
+
+TEST_CASE("options by and metrics resolution: command line, config file, errors", "[cli][config][breakdown]") {
+  CHECK(parse({"--iface", "lo", "--port", "1"}).options.by == BreakdownSpec{});
+  CHECK(parse({"--iface", "lo", "--port", "1"}).options.metrics_resolution == 4);
+  auto cl = parse({"--iface", "lo", "--port", "1", "--by", "dport,family,cgroup", "--metrics-resolution", "8"});
+  CHECK(cl.options.by == BreakdownSpec{true, false, true, true});
+  CHECK(cl.options.metrics_resolution == 8);
+  CHECK(parse({"--iface", "lo", "--port", "1", "--by", "none"}).options.by == BreakdownSpec{false, false, false, false});
+
+  auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--by", "dport,port"});
+  CHECK(e.code == 64);
+  CHECK(e.err ==
+        "netlatd: error: --by: unknown key 'port' (known: dport, proto, family, cgroup; or none)\n");
+  e = run_netlatd({"--iface", "lo", "--port", "5000", "--metrics-resolution", "3"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --metrics-resolution must be 1, 2, 4 or 8 (buckets per power of two)\n");
+
+  TempFile good("iface = \"lo\"\nports = [5000]\nby = [\"proto\", \"family\"]\nmetrics_resolution = 2\n");
+  cl = parse({"--config", good.path.c_str()});
+  CHECK(cl.options.by == BreakdownSpec{false, true, true, false});
+  CHECK(cl.options.metrics_resolution == 2);
+  // The command line wins over the file.
+  CHECK(parse({"--config", good.path.c_str(), "--by", "dport"}).options.by == BreakdownSpec{true, false, false, false});
+  TempFile none("iface = \"lo\"\nports = [5000]\nby = []\n");
+  CHECK(parse({"--config", none.path.c_str()}).options.by == BreakdownSpec{false, false, false, false});
+
+  TempFile bad("iface = \"lo\"\nports = [5000]\nby = [\"dport\", \"host\"]\n");
+  e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + bad.path +
+                     ":3:6: by: unknown key 'host' (known: dport, proto, family, cgroup; or none)\n");
+  TempFile res("iface = \"lo\"\nports = [5000]\nmetrics_resolution = 16\n");
+  e = run_netlatd({"--config", res.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + res.path +
+                     ":3:22: metrics_resolution must be 1, 2, 4 or 8 (buckets per power of two)\n");
 }

@@ -128,7 +128,7 @@ TEST_CASE("deploy: the Dockerfile passes a Dockerfile linter, which does report 
 
   TempDir dir;
   std::string text = nltest::read_file(kDeploy / "Dockerfile");
-  text = std::regex_replace(text, std::regex("EXPOSE 9464/tcp"), "EXPOSE metrics");
+  text = std::regex_replace(text, std::regex("EXPOSE 9659/tcp"), "EXPOSE metrics");
   write_file(dir.path() / "Dockerfile", text);
   const Result bad = lint_dockerfile(dir.path() / "Dockerfile");
   INFO(bad.output);

@@ -40,14 +40,18 @@ std::vector<std::string> lines_of(const std::string &text) {
   return out;
 }
 
-// The `_bucket` samples of one stage, in output order: (le label, value).
-std::vector<std::pair<std::string, uint64_t>> buckets_of(const std::string &text, const std::string &stage) {
+constexpr const char *kUdp5000 = R"(dport="5000",proto="udp")";
+
+// The `_bucket` samples of one stage of one series, in output order: (le label, value).
+std::vector<std::pair<std::string, uint64_t>> buckets_of(const std::string &text, const std::string &stage,
+                                                         const std::string &series = kUdp5000) {
   std::vector<std::pair<std::string, uint64_t>> out;
-  const std::regex re("^netlatd_stage_latency_seconds_bucket\\{stage=\"" + stage + "\",le=\"([^\"]+)\"\\} (\\d+)$");
+  const std::string prefix = "netlatd_stage_latency_seconds_bucket{stage=\"" + stage + "\"," + series + ",le=\"";
   for (const auto &line : lines_of(text)) {
-    std::smatch m;
-    if (std::regex_match(line, m, re))
-      out.emplace_back(m[1].str(), std::stoull(m[2].str()));
+    if (line.rfind(prefix, 0) != 0)
+      continue;
+    const auto close = line.find("\"} ", prefix.size());
+    out.emplace_back(line.substr(prefix.size(), close - prefix.size()), std::stoull(line.substr(close + 3)));
   }
   return out;
 }
@@ -57,6 +61,12 @@ std::string sample_value(const std::string &text, const std::string &series) {
     if (line.size() > series.size() && line.compare(0, series.size(), series) == 0 && line[series.size()] == ' ')
       return line.substr(series.size() + 1);
   return "<absent>";
+}
+
+netlatd::Histogram &latency_of(MetricsSnapshot &s, uint16_t dport, uint8_t proto, Stage st) {
+  auto &series = s.series[netlatd::SeriesKey{dport, proto, 0, 0}];
+  series.labels = {{"dport", std::to_string(dport)}, {"proto", proto == 6 ? "tcp" : "udp"}};
+  return series.latency[static_cast<size_t>(st)];
 }
 
 MetricsSnapshot example_snapshot() {
@@ -71,14 +81,16 @@ MetricsSnapshot example_snapshot() {
     m.start_hook = "tp_btf/start";
     m.end_hook = "tp_btf/end";
   }
-  auto &total = stage_of(s, Stage::Total).latency;
-  total.record(500);            // 0.5 us
+  auto &total = latency_of(s, 5000, 17, Stage::Total);
+  total.record(90);             // 90 ns
   total.record(1'500);          // 1.5 us
   total.record(3'000'000);      // 3 ms
-  total.record(2'000'000'000);  // 2 s: beyond the last finite bound
+  total.record(20'000'000'000); // 20 s: beyond the last finite bound
+  latency_of(s, 5001, 6, Stage::Total).record(700);
   s.packets_udp = 4;
-  s.packets_tcp = 0;
-  s.drops = {{"ringbuf_full", 2}, {"stack_dropped", 7}};
+  s.packets_tcp = 1;
+  s.kernel_drops = 7;
+  s.losses = {{"ringbuf_full", 2}, {"output_dropped", 0}};
   s.reads_unnamed = {{"ambiguous", 3}, {"untracked", 1}};
   s.queue_unseen = 5;
   s.tcp_bytes = {{"read", 1000}, {"reported", 900}, {"skipped", 64}};
@@ -88,66 +100,121 @@ MetricsSnapshot example_snapshot() {
 
 }  // namespace
 
+TEST_CASE("prometheus_bounds_ns: 64 ns to 10.7 s, edges of the JSON buckets, at the asked resolution", "[metrics]") {
+  for (unsigned per : {1u, 2u, 4u, 8u}) {
+    INFO("per power of two " << per);
+    const auto bounds = netlatd::prometheus_bounds_ns(per);
+    REQUIRE(bounds.size() >= 2);
+    CHECK(bounds.front() == 64);  // below 100 ns: sub-microsecond stages are resolved
+    CHECK(bounds.back() >= 10'000'000'000ull);
+    CHECK(bounds[bounds.size() - 2] < 10'000'000'000ull);  // no bound past the first at 10 s
+    // The powers of two from 2^6 to 2^32 whole, then 2^33 (8.6 s) on to the
+    // first bound of at least 10 s.
+    const std::map<unsigned, size_t> expected{{1, 29}, {2, 56}, {4, 110}, {8, 219}};
+    CHECK(bounds.size() == expected.at(per));
+    for (size_t i = 1; i < bounds.size(); ++i) {
+      INFO("bound " << bounds[i]);
+      CHECK(bounds[i] > bounds[i - 1]);
+      // The resolution asked for: no step wider than one n-th of a power of two.
+      CHECK(static_cast<double>(bounds[i]) / static_cast<double>(bounds[i - 1]) <= 1.0 + 1.0 / per + 1e-12);
+    }
+    // Every bound is the lower edge of a fine (JSON) bucket: a Prometheus
+    // bucket is exactly a union of JSON buckets.
+    for (uint64_t b : bounds)
+      CHECK(netlatd::Histogram::bucket_bounds(netlatd::Histogram::bucket_index(b)).lower == b);
+  }
+  CHECK(netlatd::prometheus_bounds_ns(4).size() == 110);
+  for (unsigned bad : {0u, 3u, 16u})
+    CHECK_THROWS_AS(netlatd::prometheus_bounds_ns(bad), std::invalid_argument);
+}
+
+TEST_CASE("prometheus_le_label: seconds as the Go client libraries write them", "[metrics]") {
+  using netlatd::prometheus_le_label;
+  CHECK(prometheus_le_label(64) == "6.4e-08");
+  CHECK(prometheus_le_label(80) == "8e-08");
+  CHECK(prometheus_le_label(1'000) == "1e-06");
+  CHECK(prometheus_le_label(2'500) == "2.5e-06");
+  CHECK(prometheus_le_label(98'304) == "9.8304e-05");
+  CHECK(prometheus_le_label(100'000) == "0.0001");
+  CHECK(prometheus_le_label(131'072) == "0.000131072");
+  CHECK(prometheus_le_label(1'310'720) == "0.00131072");
+  CHECK(prometheus_le_label(1'000'000'000) == "1");
+  CHECK(prometheus_le_label(10'737'418'240) == "10.73741824");
+}
+
 TEST_CASE("render_prometheus: histogram buckets are cumulative and end at _count", "[metrics]") {
   const std::string text = netlatd::render_prometheus(example_snapshot());
   const auto b = buckets_of(text, "total");
-  REQUIRE(b.size() == netlatd::kPrometheusBoundsNs.size() + 1);
-  CHECK(b.front().first == "1e-06");
+  REQUIRE(b.size() == netlatd::prometheus_bounds_ns(4).size() + 1);
+  CHECK(b.front().first == "6.4e-08");
   CHECK(b.back().first == "+Inf");
   for (size_t i = 1; i < b.size(); ++i)
     CHECK(b[i].second >= b[i - 1].second);
 
   const std::map<std::string, uint64_t> by_le(b.begin(), b.end());
-  CHECK(by_le.at("1e-06") == 1);
-  CHECK(by_le.at("2.5e-06") == 2);
-  CHECK(by_le.at("0.0025") == 2);
-  CHECK(by_le.at("0.005") == 3);
-  CHECK(by_le.at("1") == 3);
+  CHECK(by_le.at("6.4e-08") == 0);
+  CHECK(by_le.at("8e-08") == 0);
+  CHECK(by_le.at("9.6e-08") == 1);  // 90 ns: its own bucket, not lumped under 1 µs
+  CHECK(by_le.at("1.28e-06") == 1);
+  CHECK(by_le.at("1.536e-06") == 2);  // 1.5 µs
+  CHECK(by_le.at("0.00262144") == 2);
+  CHECK(by_le.at("0.003145728") == 3);
+  CHECK(by_le.at("10.73741824") == 3);
   CHECK(by_le.at("+Inf") == 4);
-  CHECK(sample_value(text, "netlatd_stage_latency_seconds_count{stage=\"total\"}") == "4");
-  CHECK(std::stod(sample_value(text, "netlatd_stage_latency_seconds_sum{stage=\"total\"}")) ==
-        (500.0 + 1'500.0 + 3'000'000.0 + 2'000'000'000.0) / 1e9);
+  CHECK(sample_value(text, std::string("netlatd_stage_latency_seconds_count{stage=\"total\",") + kUdp5000 + "}") ==
+        "4");
+  CHECK(std::stod(sample_value(text, std::string("netlatd_stage_latency_seconds_sum{stage=\"total\",") + kUdp5000 +
+                                         "}")) == (90.0 + 1'500.0 + 3'000'000.0 + 20'000'000'000.0) / 1e9);
 
   // An applicable stage with no packets still has its series, all zero.
   const auto empty = buckets_of(text, "oncpu");
   REQUIRE(empty.size() == b.size());
   CHECK(empty.back().second == 0);
-  CHECK(sample_value(text, "netlatd_stage_latency_seconds_count{stage=\"oncpu\"}") == "0");
+
+  // Each series of the breakdown is its own histogram.
+  const auto tcp = buckets_of(text, "total", R"(dport="5001",proto="tcp")");
+  REQUIRE(tcp.size() == b.size());
+  CHECK(tcp.back().second == 1);
+  CHECK(std::map<std::string, uint64_t>(tcp.begin(), tcp.end()).at("7.68e-07") == 1);  // 700 ns
+
+  // The resolution is the snapshot's: 8 per power of two, 219 bounds.
+  MetricsSnapshot fine = example_snapshot();
+  fine.buckets_per_power_of_two = 8;
+  CHECK(buckets_of(netlatd::render_prometheus(fine), "total").size() == 220);
 }
 
-TEST_CASE("render_prometheus: a bound never counts a value above it", "[metrics]") {
-  // The fine buckets are up to 1/64 wide, so a value within 1/64 below a
-  // bound may land in the next one, but never the reverse.
-  MetricsSnapshot s = example_snapshot();
-  auto &h = stage_of(s, Stage::SockQueue).latency;
-  std::mt19937_64 rng(42);
-  std::vector<uint64_t> values;
-  for (int i = 0; i < 20'000; ++i) {
-    // Log-uniform from 1 ns to ~4 s, so every bound gets neighbours.
-    const double exp10 = std::uniform_real_distribution<double>(0.0, 9.6)(rng);
-    values.push_back(static_cast<uint64_t>(std::pow(10.0, exp10)));
-  }
-  // Values exactly at each bound and just around it: the edges that matter.
-  for (uint64_t bound : netlatd::kPrometheusBoundsNs)
-    for (uint64_t v : {bound - 1, bound, bound + 1})
-      values.push_back(v);
-  for (uint64_t v : values)
-    h.record(v);
-
-  const auto b = buckets_of(netlatd::render_prometheus(s), "sock_queue");
-  REQUIRE(b.size() == netlatd::kPrometheusBoundsNs.size() + 1);
-  for (size_t i = 0; i < netlatd::kPrometheusBoundsNs.size(); ++i) {
-    const uint64_t le = netlatd::kPrometheusBoundsNs[i];
-    uint64_t at_most = 0, well_below = 0;
-    for (uint64_t v : values) {
-      at_most += v <= le;
-      well_below += v + v / 64 + 1 <= le;
+TEST_CASE("render_prometheus: `le` counts exactly the values below its bound", "[metrics]") {
+  // The bounds are edges of the fine buckets, so nothing is blurred: the
+  // count under `le` is the number of values (whole nanoseconds) below it.
+  for (unsigned per : {1u, 4u, 8u}) {
+    MetricsSnapshot s = example_snapshot();
+    s.buckets_per_power_of_two = per;
+    const auto bounds = netlatd::prometheus_bounds_ns(per);
+    auto &h = latency_of(s, 5000, 17, Stage::SockQueue);
+    std::mt19937_64 rng(42);
+    std::vector<uint64_t> values;
+    for (int i = 0; i < 20'000; ++i) {
+      // Log-uniform from 1 ns to ~40 s, so every bound gets neighbours.
+      const double exp10 = std::uniform_real_distribution<double>(0.0, 10.6)(rng);
+      values.push_back(static_cast<uint64_t>(std::pow(10.0, exp10)));
     }
-    INFO("le=" << b[i].first);
-    CHECK(b[i].second <= at_most);
-    CHECK(b[i].second >= well_below);
+    for (uint64_t bound : bounds)
+      for (uint64_t v : {bound - 1, bound, bound + 1})
+        values.push_back(v);
+    for (uint64_t v : values)
+      h.record(v);
+
+    const auto b = buckets_of(netlatd::render_prometheus(s), "sock_queue");
+    REQUIRE(b.size() == bounds.size() + 1);
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      uint64_t below = 0;
+      for (uint64_t v : values)
+        below += v < bounds[i];
+      INFO("le=" << b[i].first);
+      CHECK(b[i].second == below);
+    }
+    CHECK(b.back().second == values.size());
   }
-  CHECK(b.back().second == values.size());
 }
 
 TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
@@ -161,9 +228,13 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
   CHECK(sample_value(text, "netlatd_stage_hook_info{stage=\"total\",start_hook=\"tp_btf/start\",end_hook=\"tp_btf/end\"}") == "1");
 
   CHECK(sample_value(text, "netlatd_packets_total{proto=\"udp\"}") == "4");
-  CHECK(sample_value(text, "netlatd_packets_total{proto=\"tcp\"}") == "0");
-  CHECK(sample_value(text, "netlatd_drops_total{reason=\"ringbuf_full\"}") == "2");
-  CHECK(sample_value(text, "netlatd_drops_total{reason=\"stack_dropped\"}") == "7");
+  CHECK(sample_value(text, "netlatd_packets_total{proto=\"tcp\"}") == "1");
+  // The kernel's drops are not netlatd's losses: two families.
+  CHECK(sample_value(text, "netlatd_kernel_drops_total") == "7");
+  CHECK(sample_value(text, "netlatd_losses_total{reason=\"ringbuf_full\"}") == "2");
+  CHECK(sample_value(text, "netlatd_losses_total{reason=\"output_dropped\"}") == "0");
+  CHECK(text.find("stack_dropped") == std::string::npos);
+  CHECK(text.find("netlatd_drops_total") == std::string::npos);
   CHECK(sample_value(text, "netlatd_reads_unnamed_total{why=\"ambiguous\"}") == "3");
   CHECK(sample_value(text, "netlatd_queue_stamp_missing_total") == "5");
   CHECK(sample_value(text, "netlatd_tcp_bytes_total{kind=\"read\"}") == "1000");
@@ -203,7 +274,8 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
   }
   CHECK(types.at("netlatd_stage_latency_seconds") == "histogram");
   CHECK(types.at("netlatd_packets_total") == "counter");
-  CHECK(types.at("netlatd_drops_total") == "counter");
+  CHECK(types.at("netlatd_kernel_drops_total") == "counter");
+  CHECK(types.at("netlatd_losses_total") == "counter");
   CHECK(types.at("netlatd_build_info") == "gauge");
   CHECK(types.at("netlatd_stage_applicable") == "gauge");
 }
@@ -211,10 +283,10 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
 TEST_CASE("render_prometheus: label values are escaped", "[metrics]") {
   MetricsSnapshot s = example_snapshot();
   s.iface = "we\"ird\\name\nx";
-  s.drops = {{"a\"b", 1}};
+  s.losses = {{"a\"b", 1}};
   const std::string text = netlatd::render_prometheus(s);
   CHECK_THAT(text, Catch::Matchers::ContainsSubstring(R"(iface="we\"ird\\name\nx")"));
-  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(R"(netlatd_drops_total{reason="a\"b"} 1)"));
+  CHECK_THAT(text, Catch::Matchers::ContainsSubstring(R"(netlatd_losses_total{reason="a\"b"} 1)"));
   // The raw newline must not survive: it would split the sample.
   for (const auto &line : lines_of(text))
     CHECK(line != "x\",ports=\"5000,5001\"} 1");
@@ -228,7 +300,10 @@ TEST_CASE("parse_listen_address", "[metrics]") {
   };
   for (const Case &c : {Case{"127.0.0.1:9464", "127.0.0.1", 9464}, Case{":9100", "127.0.0.1", 9100},
                         Case{"9100", "127.0.0.1", 9100}, Case{"0.0.0.0:0", "0.0.0.0", 0},
-                        Case{"[::1]:9464", "::1", 9464}}) {
+                        Case{"[::1]:9464", "::1", 9464},
+                        // An address alone: the default port.
+                        Case{"127.0.0.1", "127.0.0.1", 9659}, Case{"[::1]", "::1", 9659},
+                        Case{"0.0.0.0", "0.0.0.0", 9659}}) {
     INFO(c.text);
     auto a = parse_listen_address(c.text);
     CHECK(a.host == c.host);
@@ -236,7 +311,8 @@ TEST_CASE("parse_listen_address", "[metrics]") {
   }
   for (const char *bad : {"127.0.0.1:http", "127.0.0.1:", "127.0.0.1:65536", "127.0.0.1:-1", "::1:9464",
                           "[::1]9464", "[::1", "1.2.3.4:80x", "", "localhost:9464", "example.org:9464",
-                          "[127.0.0.1]:9464", "[]:9464", "300.0.0.1:9464", "[::1]:"}) {
+                          "[127.0.0.1]:9464", "[]:9464", "300.0.0.1:9464", "[::1]:", "300.1.2.3", "[::1]x",
+                          "[]"}) {
     INFO(bad);
     CHECK_THROWS_AS(parse_listen_address(bad), std::invalid_argument);
   }

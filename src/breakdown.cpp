@@ -1,0 +1,177 @@
+#include "netlatd/breakdown.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <stdexcept>
+
+namespace netlatd {
+
+namespace {
+
+constexpr uint8_t kIpprotoTcp = 6;
+constexpr uint8_t kIpprotoUdp = 17;
+
+// Where the cgroup2 hierarchy is mounted: the unified mount of a hybrid
+// layout first (its ids are the ones BPF reports), else the usual place.
+std::filesystem::path cgroup2_root() {
+  std::error_code ec;
+  if (std::filesystem::is_directory("/sys/fs/cgroup/unified", ec))
+    return "/sys/fs/cgroup/unified";
+  return "/sys/fs/cgroup";
+}
+
+// A cgroup2 id is the inode number of its directory.
+std::optional<std::string> find_cgroup_path(uint64_t id) {
+  const std::filesystem::path root = cgroup2_root();
+  struct stat st{};
+  if (::stat(root.c_str(), &st) == 0 && st.st_ino == id)
+    return "/";
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(
+           root, std::filesystem::directory_options::skip_permission_denied, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (!it->is_directory(ec) || it->is_symlink(ec))
+      continue;
+    if (::stat(it->path().c_str(), &st) == 0 && st.st_ino == id)
+      return "/" + std::filesystem::relative(it->path(), root, ec).string();
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+BreakdownSpec parse_breakdown(std::string_view list) {
+  BreakdownSpec spec{false, false, false, false};
+  if (list == "none")
+    return spec;
+  if (list.empty())
+    throw std::invalid_argument("names nothing; give dport, proto, family and/or cgroup, or none");
+  while (!list.empty()) {
+    const auto comma = list.find(',');
+    const std::string_view word = list.substr(0, comma);
+    list = comma == std::string_view::npos ? std::string_view{} : list.substr(comma + 1);
+    if (word == "dport")
+      spec.dport = true;
+    else if (word == "proto")
+      spec.proto = true;
+    else if (word == "family")
+      spec.family = true;
+    else if (word == "cgroup")
+      spec.cgroup = true;
+    else
+      throw std::invalid_argument("unknown key '" + std::string(word) +
+                                  "' (known: dport, proto, family, cgroup; or none)");
+    if (comma != std::string_view::npos && list.empty())
+      throw std::invalid_argument("ends with a comma");
+  }
+  return spec;
+}
+
+std::vector<std::string_view> breakdown_keys(const BreakdownSpec &spec) {
+  std::vector<std::string_view> keys;
+  if (spec.dport)
+    keys.push_back("dport");
+  if (spec.proto)
+    keys.push_back("proto");
+  if (spec.family)
+    keys.push_back("family");
+  if (spec.cgroup)
+    keys.push_back("cgroup");
+  return keys;
+}
+
+SeriesKey series_key(const BreakdownSpec &spec, const netlatd_packet &p) noexcept {
+  SeriesKey k;
+  if (spec.dport)
+    k.dport = p.dport;
+  if (spec.proto)
+    k.proto = p.l4proto;
+  if (spec.family)
+    k.family = (p.flags & NETLATD_PKT_IPV6) ? 6 : 4;
+  if (spec.cgroup)
+    k.cgroup = p.reader_unknown == NETLATD_READER_KNOWN ? p.reader_cgroup : kNoCgroup;
+  return k;
+}
+
+void StageHistograms::merge(const StageHistograms &other) noexcept {
+  packets += other.packets;
+  for (size_t i = 0; i < kStageCount; ++i)
+    stages[i].merge(other.stages[i]);
+}
+
+SeriesMap fold_cgroups_top(const SeriesMap &series, size_t top_n) {
+  // Rank the cgroups of each (port, protocol, family) by packets.
+  std::map<SeriesKey, std::vector<std::pair<uint64_t, uint64_t>>> ranked;  // group -> (packets, cgroup)
+  for (const auto &[key, h] : series) {
+    if (key.cgroup == kNoCgroup)
+      continue;
+    SeriesKey group = key;
+    group.cgroup = 0;
+    ranked[group].emplace_back(h.packets, key.cgroup);
+  }
+  std::set<SeriesKey> kept;
+  for (auto &[group, list] : ranked) {
+    std::sort(list.begin(), list.end(), [](const auto &a, const auto &b) {
+      return a.first != b.first ? a.first > b.first : a.second < b.second;
+    });
+    for (size_t i = 0; i < list.size() && i < top_n; ++i) {
+      SeriesKey k = group;
+      k.cgroup = list[i].second;
+      kept.insert(k);
+    }
+  }
+  SeriesMap out;
+  for (const auto &[key, h] : series) {
+    SeriesKey into = key;
+    if (key.cgroup != kNoCgroup && !kept.count(key))
+      into.cgroup = kOtherCgroup;
+    out[into].merge(h);
+  }
+  return out;
+}
+
+uint64_t StickyCgroups::map(uint64_t cgroup) {
+  if (cgroup == kNoCgroup || cgroup == kOtherCgroup || named_.count(cgroup))
+    return cgroup;
+  if (named_.size() >= limit_)
+    return kOtherCgroup;
+  named_.insert(cgroup);
+  return cgroup;
+}
+
+CgroupNames::CgroupNames(Lookup lookup) : lookup_(lookup ? std::move(lookup) : Lookup(find_cgroup_path)) {}
+
+const std::string &CgroupNames::name(uint64_t id) {
+  if (auto it = known_.find(id); it != known_.end())
+    return it->second;
+  std::string name;
+  if (id == kNoCgroup)
+    name = "unknown";
+  else if (id == kOtherCgroup)
+    name = "other";
+  else if (auto path = lookup_(id))
+    name = *path;
+  else
+    name = "cgroup-id:" + std::to_string(id);
+  return known_.emplace(id, std::move(name)).first->second;
+}
+
+std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSpec &spec, const SeriesKey &key,
+                                                               CgroupNames &names) {
+  std::vector<std::pair<std::string, std::string>> labels;
+  if (spec.dport)
+    labels.emplace_back("dport", std::to_string(key.dport));
+  if (spec.proto)
+    labels.emplace_back("proto", key.proto == kIpprotoTcp   ? "tcp"
+                                 : key.proto == kIpprotoUdp ? "udp"
+                                                            : std::to_string(key.proto));
+  if (spec.family)
+    labels.emplace_back("family", key.family == 6 ? "ipv6" : "ipv4");
+  if (spec.cgroup)
+    labels.emplace_back("cgroup", names.name(key.cgroup));
+  return labels;
+}
+
+}  // namespace netlatd
