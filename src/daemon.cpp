@@ -209,11 +209,6 @@ std::string shown_address(const MetricsServer &m) {
 
 bool is_loopback(const std::string &host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
 
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
-
 // The daemon from READY=1 to exit: one thread drains the ring buffer, writes
 // the interval lines, follows the interface, answers signals and feeds the
 // watchdog; the sink and the metrics endpoint have a thread each.
@@ -481,7 +476,7 @@ void Service::reload() {
     try {
       apply(reload_options(opts_));
     } catch (const Error &e) {
-      spdlog::error("{}; configuration not reloaded, the running one is kept", one_line(e.what()));
+      spdlog::error("{}; configuration not reloaded, the running one is kept", e.what());
     }
   }
   notifier_.ready();

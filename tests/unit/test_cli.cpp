@@ -103,6 +103,21 @@ TEST_CASE("unreadable config exits 66, bad config 78 with file:line:col", "[cli]
   CHECK(e.err == "netlatd: error: " + unknown.path + ":2:9: unknown key 'portz'\n");
 }
 
+TEST_CASE("an error echoing a newline or an escape stays one line", "[cli][config]") {
+  // toml++ quotes the character it stopped at: here the newline after 'f'.
+  TempFile bad("ringbuf_mb = f\n");
+  auto e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.rfind("netlatd: error: " + bad.path + ":1:15: ", 0) == 0);
+  CHECK(e.err.find("\\n") != std::string::npos);
+  CHECK(lines(e.err) == 1);
+
+  e = run_netlatd({"--iface", "lo", "--port", "5000", "--interval", "1\n\x1b[2J"});
+  CHECK(e.code == 64);
+  CHECK(e.err.find("'1\\n\\x1b[2J'") != std::string::npos);
+  CHECK(lines(e.err) == 1);
+}
+
 TEST_CASE("command line overrides the config file", "[config]") {
   TempFile cfg("iface = \"eth7\"\nports = [5000, 5001]\ninterval = 3.5\nformat = \"text\"\n"
                "outliers_over = \"2ms\"\n");
