@@ -20,6 +20,9 @@ constexpr uint64_t kNs = 1;
 constexpr uint64_t kUs = 1000;
 constexpr uint64_t kMs = 1000 * kUs;
 constexpr uint64_t kSec = 1000 * kMs;
+// NETLATD_MAX_PORTS: the BPF programs' table of watched ports.
+constexpr size_t kMaxPorts = 16;
+const std::string kTooManyPorts = "at most " + std::to_string(kMaxPorts) + " ports can be watched at once";
 
 uint16_t checked_port(int64_t v, const std::string &where) {
   if (v < 1 || v > 65535)
@@ -81,8 +84,8 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0)");
   if (o.ports.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
-  if (o.ports.size() > 16)
-    throw Error(ExitCode::Usage, "at most 16 ports can be watched at once");
+  if (o.ports.size() > kMaxPorts)
+    throw Error(ExitCode::Usage, kTooManyPorts);
   if (!(o.interval_s >= 0.1 && o.interval_s <= 86400))
     throw Error(ExitCode::Usage, "interval must be between 0.1 and 86400 seconds");
   if (o.outliers_max_per_sec == 0 && o.outliers_over_ns)
@@ -153,6 +156,11 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
         throw fail(e, err.what());
       }
     }
+    // Counted as the command line counts them, after duplicates go; a file
+    // with too many is a bad file (78, file:line:col), not a usage error.
+    std::set<uint16_t> distinct(into.ports.begin(), into.ports.end());
+    if (distinct.size() > kMaxPorts)
+      throw fail(*n, kTooManyPorts);
   }
   if (auto d = number_of("interval"); d && !cli("interval")) {
     if (!(*d >= 0.1 && *d <= 86400))

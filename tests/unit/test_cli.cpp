@@ -118,6 +118,19 @@ TEST_CASE("an error echoing a newline or an escape stays one line", "[cli][confi
   CHECK(lines(e.err) == 1);
 }
 
+TEST_CASE("a config file with more than 16 ports is a bad file (78); duplicates count once", "[cli][config]") {
+  std::string sixteen;
+  for (int p = 5001; p <= 5016; ++p)
+    sixteen += std::to_string(p) + ", ";
+  TempFile over("iface = \"lo\"\nports = [" + sixteen + "5017]\n");
+  auto e = run_netlatd({"--config", over.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + over.path + ":2:9: at most 16 ports can be watched at once\n");
+
+  TempFile repeated("iface = \"lo\"\nports = [" + sixteen + "5016, 5001]\n");
+  CHECK(parse({"--config", repeated.path.c_str()}).options.ports.size() == 16);
+}
+
 TEST_CASE("command line overrides the config file", "[config]") {
   TempFile cfg("iface = \"eth7\"\nports = [5000, 5001]\ninterval = 3.5\nformat = \"text\"\n"
                "outliers_over = \"2ms\"\n");
