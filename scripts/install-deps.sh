@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything netlatd needs to build, test and benchmark on Debian 12 (bookworm).
+# clang's runtimes (libclang-rt-dev) are the sanitizers and libFuzzer of the
+# asan, tsan and fuzz tiers.
 # Idempotent: safe to run again. Needs root. Uses only Debian's package registry.
 #
 #   scripts/install-deps.sh            build + test dependencies
@@ -54,7 +56,7 @@ fi
 
 base=(
   build-essential cmake pkg-config git
-  clang llvm
+  clang llvm libclang-rt-dev
   libelf-dev zlib1g-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libsystemd-dev
