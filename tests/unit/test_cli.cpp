@@ -151,7 +151,9 @@ TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
   CHECK(code_of({"--iface", "lo", "--port", "1", "--interval", "-1"}) == ExitCode::Usage);
 }
 
-TEST_CASE("--help and --version exit 0 on stdout", "[cli]") {
+// The name must not start with "-": CTest passes it to Catch2 as the filter,
+// which would take it for an option, print its usage and exit 0 unrun.
+TEST_CASE("netlatd --help and --version exit 0 on stdout", "[cli]") {
   auto e = run_netlatd({"--help"});
   CHECK(e.code == 0);
   CHECK(e.out.find("--iface") != std::string::npos);
