@@ -22,6 +22,7 @@ constexpr uint64_t kMs = 1000 * kUs;
 constexpr uint64_t kSec = 1000 * kMs;
 // NETLATD_MAX_PORTS: the BPF programs' table of watched ports.
 constexpr size_t kMaxPorts = 16;
+constexpr double kMaxDurationS = 1e9;  // 31 years; 2^63 ns is 292
 const std::string kTooManyPorts = "at most " + std::to_string(kMaxPorts) + " ports can be watched at once";
 
 uint16_t checked_port(int64_t v, const std::string &where) {
@@ -92,8 +93,10 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "--outliers-max-per-sec must be at least 1");
   if (o.ringbuf_mb < 1 || o.ringbuf_mb > 1024 || (o.ringbuf_mb & (o.ringbuf_mb - 1)))
     throw Error(ExitCode::Usage, "--ringbuf-mb must be a power of two between 1 and 1024");
-  if (o.duration_s && !(*o.duration_s > 0))
-    throw Error(ExitCode::Usage, "--duration must be positive");
+  // The daemon counts the run in int64 nanoseconds: inf or 1e300 would
+  // overflow the conversion (undefined behaviour; UBSan's float-cast-overflow).
+  if (o.duration_s && !(*o.duration_s > 0 && *o.duration_s <= kMaxDurationS))
+    throw Error(ExitCode::Usage, "--duration must be more than 0 and at most 1e9 seconds");
 }
 
 void load_config_file(const std::string &path, Options &into, const std::vector<std::string> &set_on_cli) {

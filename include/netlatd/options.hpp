@@ -24,7 +24,7 @@ struct Options {
   bool verbose = false;
   bool check = false;
   bool demo = false;
-  std::optional<double> duration_s;  // stop by itself after this long (demo, tests)
+  std::optional<double> duration_s;  // stop by itself after this long (demo, tests); at most 1e9 s
   // argv as given (argv[0] included): SIGHUP re-reads --config under the same
   // command line, which still wins over the file.
   std::vector<std::string> command_line;

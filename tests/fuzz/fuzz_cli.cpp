@@ -61,8 +61,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const netlatd::CommandLine cl = netlatd::parse_command_line(static_cast<int>(argv.size()), argv.data());
     if (cl.exit_now && (*cl.exit_now != 0 || cl.exit_text.empty()))
       nlfuzz::fail("--help and --version exit 0 with a text", std::to_string(*cl.exit_now));
-    if (!cl.exit_now)
+    if (!cl.exit_now) {
       netlatd::validate(cl.options);  // what parse_command_line returns is valid
+      const auto &duration = cl.options.duration_s;
+      if (duration && !(*duration * 1e9 < 9.2e18))
+        nlfuzz::fail("a valid --duration fits the daemon's int64 nanoseconds", std::to_string(*duration));
+    }
   } catch (const netlatd::Error &e) {
     nlfuzz::check_error(e, {ExitCode::Usage, ExitCode::NoInput, ExitCode::Config});
   }

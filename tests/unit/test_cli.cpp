@@ -151,6 +151,15 @@ TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
   CHECK(code_of({"--iface", "lo", "--port", "1", "--interval", "-1"}) == ExitCode::Usage);
 }
 
+TEST_CASE("a --duration is a finite number of seconds the daemon can count", "[cli]") {
+  CHECK(parse({"--iface", "lo", "--port", "1", "--duration", "86400"}).options.duration_s == 86400.0);
+  CHECK(parse({"--iface", "lo", "--port", "1", "--duration", "1e9"}).options.duration_s == 1e9);
+  for (const char *bad : {"inf", "1e300", "1.1e9", "nan", "0", "-1"}) {
+    INFO(bad);
+    CHECK(code_of({"--iface", "lo", "--port", "1", "--duration", bad}) == ExitCode::Usage);
+  }
+}
+
 // The name must not start with "-": CTest passes it to Catch2 as the filter,
 // which would take it for an option, print its usage and exit 0 unrun.
 TEST_CASE("netlatd --help and --version exit 0 on stdout", "[cli]") {
