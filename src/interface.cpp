@@ -18,26 +18,23 @@
 namespace netlatd {
 namespace fs = std::filesystem;
 
-std::vector<int> interface_irqs(const std::string &name) {
+std::vector<int> irqs_of_interface(const std::string &name, const std::vector<std::string> &msi_irq_entries,
+                                   std::istream &legacy_irq, std::istream &proc_interrupts) {
   std::vector<int> irqs;
-  const fs::path dev = fs::path("/sys/class/net") / name / "device";
-  std::error_code ec;
-  for (const auto &e : fs::directory_iterator(dev / "msi_irqs", ec)) {
+  for (const std::string &entry : msi_irq_entries) {
     try {
-      irqs.push_back(std::stoi(e.path().filename().string()));
+      irqs.push_back(std::stoi(entry));
     } catch (const std::exception &) {
     }
   }
   if (irqs.empty()) {
-    std::ifstream f(dev / "irq");
     int irq = 0;
-    if (f >> irq && irq > 0)
+    if (legacy_irq >> irq && irq > 0)
       irqs.push_back(irq);
   }
   // Multi-queue drivers name their vectors after the interface.
-  std::ifstream pi("/proc/interrupts");
   std::string line;
-  while (std::getline(pi, line)) {
+  while (std::getline(proc_interrupts, line)) {
     std::istringstream ls(line);
     std::string first;
     ls >> first;
@@ -56,6 +53,17 @@ std::vector<int> interface_irqs(const std::string &name) {
   std::sort(irqs.begin(), irqs.end());
   irqs.erase(std::unique(irqs.begin(), irqs.end()), irqs.end());
   return irqs;
+}
+
+std::vector<int> interface_irqs(const std::string &name) {
+  const fs::path dev = fs::path("/sys/class/net") / name / "device";
+  std::vector<std::string> msi_entries;
+  std::error_code ec;
+  for (const auto &e : fs::directory_iterator(dev / "msi_irqs", ec))
+    msi_entries.push_back(e.path().filename().string());
+  std::ifstream legacy(dev / "irq");
+  std::ifstream proc_interrupts("/proc/interrupts");
+  return irqs_of_interface(name, msi_entries, legacy, proc_interrupts);
 }
 
 std::optional<InterfaceInfo> lookup_interface(const std::string &name) {

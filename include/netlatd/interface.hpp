@@ -3,6 +3,7 @@
 // and the rtnetlink notifications that tell when it goes away and comes back.
 #include <cstddef>
 #include <cstdint>
+#include <istream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ std::optional<InterfaceInfo> lookup_interface(const std::string &name);
 // IRQ lines of an interface: its device's MSI vectors, its legacy INTx line,
 // and /proc/interrupts lines named after it (e.g. "eth0-rx-0").
 std::vector<int> interface_irqs(const std::string &name);
+// The same from what it reads: the names in device/msi_irqs/, device/irq
+// (used when there are no MSI vectors) and /proc/interrupts. Sorted, no
+// duplicates. Public for the fuzz harness; the daemon calls interface_irqs().
+std::vector<int> irqs_of_interface(const std::string &name, const std::vector<std::string> &msi_irq_entries,
+                                   std::istream &legacy_irq, std::istream &proc_interrupts);
 // Inode of this process's network namespace (what the kernel's ns.inum holds).
 uint32_t current_netns_inode();
 
