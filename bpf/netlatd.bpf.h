@@ -17,6 +17,8 @@
 #endif
 #define NET_RX_SOFTIRQ_NR 3
 #define MSG_PEEK_FLAG 2
+#define MSG_TRUNC_FLAG 0x20
+#define AF_INET6_NR 10
 /* "ksoftirq", the first 8 bytes of ksoftirqd's name, as a little-endian word. */
 #define KSOFTIRQ_NAME8 0x71726974666f736bULL
 
@@ -38,13 +40,61 @@ static __always_inline __u32 before(__u64 now, __u64 then)
 	return now - then ? (__u32)(now - then) : 1;
 }
 
-/* Add one to a per-CPU counter slot of an array map. */
-#define COUNT(map, idx)                                                   \
+/* Add to a per-CPU counter slot of an array map. */
+#define ADD(map, idx, n)                                                  \
 	do {                                                              \
 		__u32 __k = (idx);                                        \
 		__u64 *__v = bpf_map_lookup_elem(&map, &__k);             \
 		if (__v)                                                  \
-			(*__v)++;                                         \
+			*__v += (n);                                      \
 	} while (0)
+#define COUNT(map, idx) ADD(map, idx, 1)
+
+/* The low 32 bits of a kernel pointer as a plain number. The verifier keeps
+ * a pointer's type through C casts and refuses shifts or multiplies on it;
+ * a 32-bit move is how it lets a program loaded with CAP_PERFMON turn one
+ * into a number. */
+/* A whole kernel pointer as a plain number, for arithmetic (not a helper-free
+ * path: it reads its own copy back through a helper). */
+static __always_inline __u64 ptr_value(const void *p)
+{
+	__u64 v = 0;
+	bpf_probe_read_kernel(&v, sizeof(v), &p);
+	return v;
+}
+
+static __always_inline __u32 ptr_low32(__u64 p)
+{
+	__u32 lo = (__u32)p;
+	asm volatile("%[lo] = %[lo]" : [lo] "+w"(lo));
+	return lo;
+}
+
+/* Comparisons as arithmetic (1 or 0): BPF has no set-on-condition, and a
+ * branch per slot would fork the verifier's walk of the lock region at every
+ * slot of every loop. In asm, or clang turns them back into branches. */
+static __always_inline __u64 ne_bit(__u64 a, __u64 b)
+{
+	__u64 d = a ^ b, n;
+	asm volatile("%[n] = %[d]\n\t"
+		     "%[n] = -%[n]\n\t"
+		     "%[n] |= %[d]\n\t"
+		     "%[n] >>= 63"
+		     : [n] "=&r"(n)
+		     : [d] "r"(d));
+	return n;
+}
+static __always_inline __u64 eq_bit(__u64 a, __u64 b) { return ne_bit(a, b) ^ 1; }
+/* a > b, for values below 2^63 */
+static __always_inline __u64 gt_bit(__u64 a, __u64 b)
+{
+	__u64 n;
+	asm volatile("%[n] = %[b]\n\t"
+		     "%[n] -= %[a]\n\t"
+		     "%[n] >>= 63"
+		     : [n] "=&r"(n)
+		     : [a] "r"(a), [b] "r"(b));
+	return n;
+}
 
 #endif /* NETLATD_BPF_H */

@@ -51,12 +51,13 @@ const char *drop_name(int i) {
   case NETLATD_DROP_RINGBUF_FULL: return "ringbuf_full";
   case NETLATD_DROP_INFLIGHT_FULL: return "inflight_full";
   case NETLATD_DROP_SOCK_FIFO_FULL: return "sock_fifo_full";
-  case NETLATD_DROP_SOCKETS_FULL: return "sockets_full";
+  case NETLATD_DROP_SOCK_STATE_FAILED: return "sock_state_failed";
   case NETLATD_DROP_STACK_DROPPED: return "stack_dropped";
-  case NETLATD_DROP_UNTRACKED_DEQUEUE: return "untracked_dequeue";
   case NETLATD_DROP_UNJOINED: return "unjoined_reused";
   case NETLATD_DROP_UNSEEN_READ: return "unseen_read";
-  case NETLATD_DROP_REORDERED: return "reordered";
+  case NETLATD_DROP_TCP_SEGS_FULL: return "tcp_segs_full";
+  case NETLATD_DROP_TCP_RANGE_UNKNOWN: return "tcp_range_unknown";
+  case NETLATD_DROP_ORDER_LOST: return "order_lost";
   }
   return "unknown";
 }
@@ -133,6 +134,11 @@ void require_privileges() {
   throw Error(ExitCode::NoPermission, "must run as root or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before 5.8)");
 }
 
+void log_irq_lines(const InterfaceInfo &iface) {
+  for (const std::string &line : describe_irq_lines(iface.irq_lines))
+    spdlog::info("{}: {}", iface.name, line);
+}
+
 void fill_stage_hooks(ReportHeader &h, const HookPlan &plan, size_t irq_lines) {
   for (Stage s : kAllStages) {
     auto &sh = h.stages[static_cast<size_t>(s)];
@@ -169,15 +175,22 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   }
   size_t irqs = 0;
   if (!opts.iface.empty()) {
-    auto info = lookup_interface(opts.iface);
+    auto info = lookup_interface(opts.iface, opts.irqs);
     if (info) {
       irqs = info->irqs.size();
       std::printf("\ninterface %s: ifindex %u, driver %s, IRQ lines [%s]\n", info->name.c_str(), info->ifindex,
                   info->driver.empty() ? "-" : info->driver.c_str(), fmt::format("{}", fmt::join(info->irqs, " ")).c_str());
+      for (const std::string &line : describe_irq_lines(info->irq_lines))
+        std::printf("  %s\n", line.c_str());
     } else {
       std::printf("\ninterface %s: NOT FOUND\n", opts.iface.c_str());
     }
   }
+  std::printf("\nUDP reads are tied to their datagram %s\n", std::string(udp_join_description(plan.udp_join)).c_str());
+  std::printf("the read's start (where oncpu begins): %s\n",
+              plan.has(Point::RecvCallStart)
+                  ? "the receive call's start (fentry/sock_recvmsg)"
+                  : "known only for readers asleep in the receive call (no hook gives a call's start here)");
   ReportHeader h;
   fill_stage_hooks(h, plan, opts.iface.empty() ? 1 : irqs);
   std::printf("\nstages:\n");
@@ -228,6 +241,7 @@ private:
 
   void interface_gone(const std::string &why);
   void interface_back(uint32_t ifindex);
+  void retarget(uint32_t ifindex);
   void check_interface();  // the 1 s fallback: what rtnetlink may have missed
   void on_link_events();
 
@@ -268,6 +282,7 @@ private:
   std::chrono::system_clock::time_point interval_start_wall_;
   int64_t next_report_ = 0;
   std::array<uint64_t, NETLATD_DROP_COUNT> prev_drops_{};
+  std::array<uint64_t, NETLATD_CNT_COUNT> prev_counters_{};
   uint64_t prev_sink_dropped_ = 0, prev_outliers_suppressed_ = 0;
   uint64_t expired_inflight_ = 0, expired_unread_ = 0;
   uint64_t total_packets_ = 0, total_lost_ = 0;
@@ -288,6 +303,7 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   features_.reset();
   header_.version = kVersion;
   fill_stage_hooks(header_, plan_, iface.irqs.size());
+  log_irq_lines(iface);
   for (const HookChoice &c : plan_.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
   target_ = TraceTarget{iface.ifindex, current_netns_inode(), iface.irqs};
@@ -331,8 +347,11 @@ void Service::on_record(const netlatd_packet &p) {
   agg_.add(p);
   metrics_delta_.add(p);
   if (opts_.outliers_over_ns) {
+    // A record without a reader has no total: it is shown only when every
+    // record is asked for (--outliers-over 0).
     auto total = stage_duration(p, Stage::Total);
-    if (total && *total > *opts_.outliers_over_ns) {
+    const bool all = *opts_.outliers_over_ns == 0;
+    if ((total && *total > *opts_.outliers_over_ns) || (all && p.reader_unknown != NETLATD_READER_KNOWN)) {
       if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
         sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
       else
@@ -379,6 +398,7 @@ void Service::end_interval(bool final) {
   expired_inflight_ += sweep.expired_inflight;
   expired_unread_ += sweep.expired_unread;
   auto drops = tracer_->drop_totals();
+  auto counters = tracer_->counter_totals();
   IntervalReport r;
   r.start = interval_start_wall_;
   r.end = std::chrono::system_clock::now();
@@ -391,6 +411,13 @@ void Service::end_interval(bool final) {
   const uint64_t sd = sink_dropped();
   r.drops["output_dropped"] = sd - prev_sink_dropped_;
   r.drops["outliers_rate_limited"] = outliers_suppressed_ - prev_outliers_suppressed_;
+  r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
+  r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
+  if (plan_.has(Point::NapiPoll))
+    r.napi = NapiStats{counters[NETLATD_CNT_NAPI_POLLS] - prev_counters_[NETLATD_CNT_NAPI_POLLS],
+                       counters[NETLATD_CNT_NAPI_PACKETS] - prev_counters_[NETLATD_CNT_NAPI_PACKETS],
+                       counters[NETLATD_CNT_NAPI_BUDGET_FULL] - prev_counters_[NETLATD_CNT_NAPI_BUDGET_FULL]};
+  prev_counters_ = counters;
   prev_drops_ = drops;
   prev_sink_dropped_ = sd;
   prev_outliers_suppressed_ = outliers_suppressed_;
@@ -423,20 +450,27 @@ void Service::interface_gone(const std::string &why) {
 }
 
 void Service::interface_back(uint32_t ifindex) {
-  auto info = lookup_interface(opts_.iface);
-  std::vector<int> irqs;
-  if (info && info->ifindex == ifindex)
-    irqs = info->irqs;
   spdlog::warn("interface {} is back (ifindex {}); tracing resumes", opts_.iface, ifindex);
   iface_present_ = true;
+  header_.iface = opts_.iface;
+  retarget(ifindex);
+  set_status();
+}
+
+// A device that comes back may have other IRQ lines; --irq may have changed.
+void Service::retarget(uint32_t ifindex) {
+  auto info = lookup_interface(opts_.iface, opts_.irqs);
+  std::vector<int> irqs;
+  if (info && info->ifindex == ifindex) {
+    irqs = info->irqs;
+    log_irq_lines(*info);
+  }
   target_.ifindex = ifindex;
   target_.irqs = irqs;
   tracer_->set_target(target_);
-  header_.iface = opts_.iface;
   header_.ifindex = static_cast<int>(ifindex);
   fill_stage_hooks(header_, plan_, irqs.size());
   update_metrics_header();
-  set_status();
 }
 
 void Service::check_interface() {
@@ -526,6 +560,12 @@ void Service::apply(Options next) {
       header_.ifindex = 0;
       update_metrics_header();
     }
+  }
+  if (next.irqs != opts_.irqs) {
+    changed.push_back(next.irqs.empty() ? "irq lines found by netlatd again" : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
+    opts_.irqs = next.irqs;
+    if (iface_present_)
+      retarget(target_.ifindex);
   }
   if (next.interval_s != opts_.interval_s) {
     changed.push_back(fmt::format("interval {} s -> {} s", opts_.interval_s, next.interval_s));
@@ -633,6 +673,7 @@ int Service::run() {
   interval_start_wall_ = std::chrono::system_clock::now();
   next_report_ = clock_ns(CLOCK_MONOTONIC) + interval_ns_;
   prev_drops_ = tracer_->drop_totals();
+  prev_counters_ = tracer_->counter_totals();
   int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + kSecond;
   int64_t next_publish = 0;
 
@@ -710,7 +751,7 @@ int Service::run() {
 
 int run_daemon(const Options &opts) {
   require_privileges();
-  auto iface = lookup_interface(opts.iface);
+  auto iface = lookup_interface(opts.iface, opts.irqs);
   if (!iface)
     throw Error(ExitCode::NoInterface, "no such interface '" + opts.iface + "'");
 

@@ -18,39 +18,48 @@ namespace netlatd {
 const std::vector<HookPoint> &hook_points() {
   using K = AttachKind;
   // Order inside each list is preference: tp_btf is the cheapest attach type
-  // (typed arguments, direct loads); fexit stands in for tracepoints that
-  // older kernels lack (sock:sk_data_ready is 6.5+, sock:sock_recv_length is
-  // 6.3+). No raw_tp: tp_btf is 5.5+, and the BPF ring buffer needs 5.8.
+  // (typed arguments, direct loads); fentry/fexit stand in for tracepoints
+  // that older kernels lack (sock:sk_data_ready is 6.5+, sock:sock_recv_length
+  // 6.3+), and add what no tracepoint gives (a receive call's start, the
+  // datagram a UDP read dequeued). No raw_tp: tp_btf is 5.5+, and the BPF ring
+  // buffer needs 5.8.
   static const std::vector<HookPoint> points = {
-      {Point::IrqHandlerEntry, "irq_handler_entry", false,
-       {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}}},
-      {Point::SoftirqRaise, "softirq_raise", false,
-       {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
-      {Point::SoftirqEntry, "softirq_entry", false,
-       {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}}},
-      {Point::SoftirqExit, "softirq_exit", false,
-       {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
-      {Point::NetifReceiveSkb, "netif_receive_skb", true,
-       {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
+      {Point::IrqHandlerEntry, "irq_handler_entry", false, {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}}},
+      {Point::IrqHandlerExit, "irq_handler_exit", false, {{"irq_exit_btf", K::TpBtf, "irq_handler_exit"}}},
+      {Point::SoftirqRaise, "softirq_raise", false, {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
+      {Point::SoftirqEntry, "softirq_entry", false, {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}}},
+      {Point::SoftirqExit, "softirq_exit", false, {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
+      {Point::NapiPoll, "napi_poll", false, {{"napi_poll_btf", K::TpBtf, "napi_poll"}}},
+      {Point::NetifReceiveSkb, "netif_receive_skb", true, {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
+      // fentry first: it runs before the datagram is queued, so its slot
+      // exists before any read can take it; the tracepoint (6.5+) runs after,
+      // and is what a kernel that refuses fentry (6.18 here) has.
       {Point::UdpEnqueue, "udp_enqueue", true,
-       {{"udp_queue_btf", K::TpBtf, "sk_data_ready"},
-        {"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"},
-        {"udp_queue_fexit", K::Fexit, "__udp_enqueue_schedule_skb"}}},
-      {Point::TcpEnqueue, "tcp_enqueue", false,
-       {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
-      {Point::KfreeSkb, "kfree_skb", false,
-       {{"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
-      {Point::SchedWaking, "sched_waking", false,
-       {{"waking_btf", K::TpBtf, "sched_waking"}}},
-      {Point::SchedSwitch, "sched_switch", false,
-       {{"switch_btf", K::TpBtf, "sched_switch"}}},
-      {Point::SkbCopy, "skb_copy_datagram_iovec", false,
-       {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}}},
+       {{"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"}, {"udp_queue_btf", K::TpBtf, "sk_data_ready"}}},
+      {Point::UdpEnqueueFailed, "udp_enqueue_failed", false,
+       {{"udp_fail_btf", K::TpBtf, "udp_fail_queue_rcv_skb"}}},
+      {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
+      {Point::TcpCopied, "tcp_copied", false, {{"tcp_copied_btf", K::TpBtf, "tcp_rcv_space_adjust"}}},
+      {Point::KfreeSkb, "kfree_skb", false, {{"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
+      {Point::SchedWaking, "sched_waking", false, {{"waking_btf", K::TpBtf, "sched_waking"}}},
+      {Point::SchedSwitch, "sched_switch", false, {{"switch_btf", K::TpBtf, "sched_switch"}}},
+      {Point::SkbCopy, "skb_copy_datagram_iovec", false, {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}}},
+      {Point::RecvCallStart, "recv_call_start", false, {{"recv_call_fentry", K::Fentry, "sock_recvmsg"}}},
+      {Point::UdpConsume, "udp_consume", false, {{"udp_consume_fentry", K::Fentry, "skb_consume_udp"}}},
       {Point::RecvReturn, "recv_return", true,
-       {{"recv_ret_btf", K::TpBtf, "sock_recv_length"},
-        {"recv_ret_fexit", K::Fexit, "sock_recvmsg"}}},
+       {{"recv_ret_btf", K::TpBtf, "sock_recv_length"}, {"recv_ret_fexit", K::Fexit, "sock_recvmsg"}}},
   };
   return points;
+}
+
+std::string_view udp_join_description(UdpJoin j) {
+  switch (j) {
+  case UdpJoin::Consume: return "by skb, named by fentry/skb_consume_udp";
+  case UdpJoin::OrderProdq:
+    return "by queue order (no hook names the skb); lagging pushes seen through udp_prod_queue";
+  case UdpJoin::Order: return "by queue order (no hook names the skb), no view of lagging pushes: fewer reads named";
+  }
+  return "unknown";
 }
 
 std::string hook_label(const HookCandidate &c) {
@@ -75,6 +84,33 @@ std::string HookPlan::label(Point p) const {
   return c.chosen ? hook_label(*c.chosen) : std::string();
 }
 
+namespace {
+
+HookChoice &choice_of(HookPlan &plan, Point p) {
+  for (HookChoice &c : plan.choices)
+    if (c.point->point == p)
+      return c;
+  throw std::logic_error("hook point missing from plan");
+}
+
+// Points that only mean something with another one.
+void drop_dependents(HookPlan &plan) {
+  auto drop_unless = [&](Point p, bool ok) {
+    if (!ok)
+      choice_of(plan, p).chosen.reset();
+  };
+  // A NET_RX run is only delimited with both its entry and its exit; an IRQ
+  // is "running" only between its entry and exit.
+  drop_unless(Point::SoftirqEntry, plan.has(Point::SoftirqExit));
+  drop_unless(Point::IrqHandlerEntry, plan.has(Point::IrqHandlerExit) && plan.has(Point::SoftirqRaise));
+  drop_unless(Point::IrqHandlerExit, plan.has(Point::IrqHandlerEntry));
+  // The failed-enqueue tracepoint matters only where the slot is made before
+  // the datagram is queued.
+  drop_unless(Point::UdpEnqueueFailed, plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0);
+}
+
+}  // namespace
+
 HookPlan choose_hooks(const KernelFeatures &features) {
   HookPlan plan;
   for (const HookPoint &hp : hook_points()) {
@@ -85,26 +121,30 @@ HookPlan choose_hooks(const KernelFeatures &features) {
         break;
       }
     }
-    if (!choice.chosen && hp.required)
-      plan.missing_required.emplace_back(hp.name);
     plan.choices.push_back(choice);
   }
-  // The NET_RX run is only delimited with both its entry and its exit.
-  HookChoice &entry = plan.choices[static_cast<size_t>(Point::SoftirqEntry)];
-  const HookChoice &exit = plan.choices[static_cast<size_t>(Point::SoftirqExit)];
-  if (!exit.chosen)
-    entry.chosen.reset();
+  drop_dependents(plan);
+  for (const HookChoice &c : plan.choices)
+    if (!c.chosen && c.point->required)
+      plan.missing_required.emplace_back(c.point->name);
+  if (plan.has(Point::UdpConsume))
+    plan.udp_join = UdpJoin::Consume;
+  else if (features.has_member("udp_sock", "udp_prod_queue"))
+    plan.udp_join = UdpJoin::OrderProdq;
+  else
+    plan.udp_join = UdpJoin::Order;
   return plan;
 }
 
 StageHookLabels stage_hooks(const HookPlan &plan, Stage s) {
-  auto either = [&](Point a, Point b) {
-    std::string la = plan.label(a), lb = plan.label(b);
-    if (la.empty())
-      return lb;
-    if (lb.empty())
-      return la;
-    return la + "|" + lb;
+  auto any_of = [&](std::initializer_list<Point> ps) {
+    std::string out;
+    for (Point p : ps) {
+      std::string l = plan.label(p);
+      if (!l.empty())
+        out += (out.empty() ? "" : "|") + l;
+    }
+    return out;
   };
   auto first_of = [&](std::initializer_list<Point> ps) {
     for (Point p : ps)
@@ -112,13 +152,17 @@ StageHookLabels stage_hooks(const HookPlan &plan, Stage s) {
         return plan.label(p);
     return std::string();
   };
+  const std::string queued = any_of({Point::UdpEnqueue, Point::TcpEnqueue});
+  // The read's start: its call's start where a hook gives it, else the
+  // switch-in of a reader that slept in the call.
+  const std::string read_start = any_of({Point::RecvCallStart, Point::SchedSwitch});
   switch (s) {
   case Stage::Irq: return {plan.label(Point::IrqHandlerEntry), plan.label(Point::SoftirqEntry)};
   case Stage::Softirq: return {plan.label(Point::SoftirqEntry), plan.label(Point::NetifReceiveSkb)};
-  case Stage::NetifReceive: return {plan.label(Point::NetifReceiveSkb), either(Point::UdpEnqueue, Point::TcpEnqueue)};
-  case Stage::SockQueue:
-    return {either(Point::UdpEnqueue, Point::TcpEnqueue), either(Point::SchedWaking, Point::SchedSwitch)};
-  case Stage::OnCpu: return {plan.label(Point::SchedSwitch), plan.label(Point::RecvReturn)};
+  case Stage::NetifReceive: return {plan.label(Point::NetifReceiveSkb), queued};
+  case Stage::SockQueue: return {queued, read_start};
+  case Stage::OnCpu: return {read_start, plan.label(Point::RecvReturn)};
+  case Stage::InSocket: return {queued, plan.label(Point::RecvReturn)};
   case Stage::Total:
     return {first_of({Point::IrqHandlerEntry, Point::SoftirqEntry, Point::NetifReceiveSkb}),
             plan.label(Point::RecvReturn)};
@@ -167,6 +211,20 @@ public:
     spdlog::debug("probe {}: {}", hook_label({"", kind, target}), ok ? "yes" : "no");
     cache_[key] = ok;
     return ok;
+  }
+
+  bool has_member(std::string_view strct, std::string_view member) const override {
+    if (!btf_)
+      return false;
+    int id = btf__find_by_name_kind(btf_, std::string(strct).c_str(), BTF_KIND_STRUCT);
+    if (id < 0)
+      return false;
+    const btf_type *t = btf__type_by_id(btf_, static_cast<uint32_t>(id));
+    const btf_member *m = btf_members(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, m++)
+      if (member == btf__name_by_offset(btf_, m->name_off))
+        return true;
+    return false;
   }
 
   std::string kernel_release() const override {

@@ -18,55 +18,7 @@
 namespace netlatd {
 namespace fs = std::filesystem;
 
-std::vector<int> irqs_of_interface(const std::string &name, const std::vector<std::string> &msi_irq_entries,
-                                   std::istream &legacy_irq, std::istream &proc_interrupts) {
-  std::vector<int> irqs;
-  for (const std::string &entry : msi_irq_entries) {
-    try {
-      irqs.push_back(std::stoi(entry));
-    } catch (const std::exception &) {
-    }
-  }
-  if (irqs.empty()) {
-    int irq = 0;
-    if (legacy_irq >> irq && irq > 0)
-      irqs.push_back(irq);
-  }
-  // Multi-queue drivers name their vectors after the interface.
-  std::string line;
-  while (std::getline(proc_interrupts, line)) {
-    std::istringstream ls(line);
-    std::string first;
-    ls >> first;
-    if (first.empty() || first.back() != ':' || !std::isdigit(static_cast<unsigned char>(first[0])))
-      continue;
-    std::string tok, last;
-    while (ls >> tok)
-      last = tok;
-    if (last == name || last.rfind(name + "-", 0) == 0) {
-      try {
-        irqs.push_back(std::stoi(first));
-      } catch (const std::exception &) {
-      }
-    }
-  }
-  std::sort(irqs.begin(), irqs.end());
-  irqs.erase(std::unique(irqs.begin(), irqs.end()), irqs.end());
-  return irqs;
-}
-
-std::vector<int> interface_irqs(const std::string &name) {
-  const fs::path dev = fs::path("/sys/class/net") / name / "device";
-  std::vector<std::string> msi_entries;
-  std::error_code ec;
-  for (const auto &e : fs::directory_iterator(dev / "msi_irqs", ec))
-    msi_entries.push_back(e.path().filename().string());
-  std::ifstream legacy(dev / "irq");
-  std::ifstream proc_interrupts("/proc/interrupts");
-  return irqs_of_interface(name, msi_entries, legacy, proc_interrupts);
-}
-
-std::optional<InterfaceInfo> lookup_interface(const std::string &name) {
+std::optional<InterfaceInfo> lookup_interface(const std::string &name, const std::vector<int> &irq_override) {
   if (name.empty() || name.size() >= IF_NAMESIZE)
     return std::nullopt;
   unsigned idx = if_nametoindex(name.c_str());
@@ -75,7 +27,12 @@ std::optional<InterfaceInfo> lookup_interface(const std::string &name) {
   InterfaceInfo info;
   info.name = name;
   info.ifindex = idx;
-  info.irqs = interface_irqs(name);
+  std::ifstream f("/proc/interrupts");
+  std::stringstream interrupts;
+  interrupts << f.rdbuf();
+  info.irq_lines = irq_override.empty() ? find_irq_lines("/", name, interrupts.str())
+                                        : irq_lines_given(irq_override, interrupts.str());
+  info.irqs = counted_irqs(info.irq_lines);
   std::error_code ec;
   fs::path drv = fs::read_symlink(fs::path("/sys/class/net") / name / "device" / "driver", ec);
   if (!ec)

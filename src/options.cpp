@@ -7,8 +7,10 @@
 #include <sstream>
 
 #include <CLI/CLI.hpp>
+#include <linux/types.h>
 #include <toml++/toml.h>
 
+#include "netlatd/abi.h"
 #include "netlatd/errors.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/version.hpp"
@@ -43,7 +45,69 @@ std::string toml_where(const std::string &path, const toml::source_region &r) {
   return path + ":" + std::to_string(r.begin.line) + ":" + std::to_string(r.begin.column) + ": ";
 }
 
+template <typename T> void sort_unique(std::vector<T> &v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// The kernel side keeps the lines as a bitmap over IRQ numbers.
+constexpr int kMaxIrq = NETLATD_IRQ_BITMAP_WORDS * 64 - 1;
+
+int checked_irq(const std::string &text, const std::string &where) {
+  size_t used = 0;
+  long v = -1;
+  try {
+    v = text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ? -1 : std::stol(text, &used);
+  } catch (const std::exception &) {
+  }
+  if (v < 0 || used != text.size())
+    throw Error(ExitCode::Usage, where + "'" + text + "' is not an IRQ number");
+  if (v > kMaxIrq)
+    throw Error(ExitCode::Usage,
+                where + "IRQ " + text + " is above " + std::to_string(kMaxIrq) + ", the highest netlatd can trace");
+  return static_cast<int>(v);
+}
+
+// `irq = [24, 25]` in the config file.
+template <typename Fail> std::vector<int> irqs_of(const toml::node &n, Fail fail) {
+  const toml::array *arr = n.as_array();
+  if (!arr || arr->empty())
+    throw fail(n, "irq must be a non-empty array of IRQ numbers, e.g. [24, 25]");
+  std::vector<int> irqs;
+  for (const toml::node &e : *arr) {
+    if (!e.is_integer())
+      throw fail(e, "irq must be an array of integers");
+    try {
+      irqs.push_back(checked_irq(std::to_string(*e.value<int64_t>()), "irq: "));
+    } catch (const Error &err) {
+      throw fail(e, err.what());
+    }
+  }
+  sort_unique(irqs);
+  return irqs;
+}
+
 }  // namespace
+
+std::vector<int> parse_irq_list(const std::string &text) {
+  const std::string usage = " (e.g. --irq 24,25 or --irq 24-31)";
+  std::vector<int> irqs;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const auto dash = item.find('-');
+    const int first = checked_irq(item.substr(0, dash), "--irq: ");
+    const int last = dash == std::string::npos ? first : checked_irq(item.substr(dash + 1), "--irq: ");
+    if (last < first)
+      throw Error(ExitCode::Usage, "--irq: range '" + item + "' runs backwards");
+    for (int irq = first; irq <= last; ++irq)
+      irqs.push_back(irq);
+  }
+  if (irqs.empty() || text.back() == ',')
+    throw Error(ExitCode::Usage, "--irq: '" + text + "' names no IRQ" + usage);
+  sort_unique(irqs);
+  return irqs;
+}
 
 uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns) {
   const std::string bad = "invalid duration '" + text + "' (e.g. 500us, 2ms, 1.5s)";
@@ -80,9 +144,23 @@ uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns) {
   return static_cast<uint64_t>(std::llround(ns));
 }
 
+// The kernel's own rule for a device name (dev_valid_name): 1 to 15 bytes,
+// not "." or "..", no '/', ':' or white space. Anything else names no
+// interface, and would be a path outside /sys/class/net.
+bool valid_interface_name(const std::string &name) {
+  if (name.empty() || name.size() >= 16 || name == "." || name == "..")
+    return false;
+  for (unsigned char c : name)
+    if (c == '/' || c == ':' || c <= ' ' || c == 0x7f)
+      return false;
+  return true;
+}
+
 void validate(const Options &o) {
   if (o.iface.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0)");
+  if (!o.iface.empty() && !valid_interface_name(o.iface))
+    throw Error(ExitCode::Usage, "'" + o.iface + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
   if (o.ports.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
   if (o.ports.size() > kMaxPorts)
@@ -121,7 +199,7 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   static const std::set<std::string> known = {"iface",          "ports",          "interval",
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
-                                              "ringbuf_mb"};
+                                              "ringbuf_mb", "irq"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -165,6 +243,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     if (distinct.size() > kMaxPorts)
       throw fail(*n, kTooManyPorts);
   }
+  if (const toml::node *n = tbl.get("irq"); n && !cli("irq"))
+    into.irqs = irqs_of(*n, fail);
   if (auto d = number_of("interval"); d && !cli("interval")) {
     if (!(*d >= 0.1 && *d <= 86400))
       throw fail(*tbl.get("interval"), "interval must be between 0.1 and 86400 seconds");
@@ -225,6 +305,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.get_formatter()->column_width(34);
 
   std::vector<int64_t> ports;
+  std::vector<std::string> irq_lists;
   std::string interval = "10", format = "json", outliers;
   app.add_option("-i,--iface", o.iface, "Network interface to trace (e.g. eth0, lo)");
   app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
@@ -237,6 +318,8 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_option("--outliers-max-per-sec", o.outliers_max_per_sec, "Rate limit of outlier lines (default 10)");
   app.add_option("--metrics-listen", o.metrics_listen, "Serve Prometheus metrics on ADDR:PORT (e.g. 127.0.0.1:9464)");
   app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 2)");
+  app.add_option("--irq", irq_lists,
+                 "The interface's receive IRQ lines (e.g. 24,25 or 24-31), instead of finding them");
   app.add_option("--duration", o.duration_s, "Stop after this many seconds (default: run until signalled)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
@@ -265,12 +348,17 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
 
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
-                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose"}) {
+                           "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
   }
   for (int64_t p : ports)
     o.ports.push_back(checked_port(p, ""));
+  for (const std::string &list : irq_lists) {
+    auto more = parse_irq_list(list);
+    o.irqs.insert(o.irqs.end(), more.begin(), more.end());
+  }
+  sort_unique(o.irqs);
   o.interval_s = static_cast<double>(parse_duration_ns(interval, kSec)) / 1e9;
   o.format = parse_format(format, ExitCode::Usage, "");
   if (!outliers.empty())
@@ -296,8 +384,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
     if (std::find(set_on_cli.begin(), set_on_cli.end(), "format") == set_on_cli.end() && o.config.empty())
       o.format = OutputFormat::Text;
   }
-  std::sort(o.ports.begin(), o.ports.end());
-  o.ports.erase(std::unique(o.ports.begin(), o.ports.end()), o.ports.end());
+  sort_unique(o.ports);
   validate(o);
   return result;
 }

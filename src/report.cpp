@@ -152,6 +152,8 @@ void IntervalAggregator::add(const netlatd_packet &p) noexcept {
     ++udp_;
   else if (p.l4proto == kIpprotoTcp)
     ++tcp_;
+  if (p.reader_unknown != NETLATD_READER_KNOWN)
+    ++reader_unknown_;
   // An out-of-order record (a stamp joined to the wrong packet, or clocks of
   // two CPUs disagreeing) would put a made-up duration into some stage.
   if (!stamps_ordered(p)) {
@@ -166,7 +168,7 @@ void IntervalAggregator::add(const netlatd_packet &p) noexcept {
 void IntervalAggregator::reset() noexcept {
   for (Histogram &h : stages_)
     h.reset();
-  packets_ = udp_ = tcp_ = unordered_ = 0;
+  packets_ = udp_ = tcp_ = unordered_ = reader_unknown_ = 0;
 }
 
 // ---------------------------------------------------------------- time
@@ -239,6 +241,11 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
     drops[name] = n;
   j["drops"] = std::move(drops);
   j["unordered"] = agg.unordered();
+  j["ambiguous_reads"] = r.ambiguous_reads;
+  j["untracked_reads"] = r.untracked_reads;
+  j["reader_unknown"] = agg.reader_unknown();
+  if (r.napi)
+    j["napi"] = {{"polls", r.napi->polls}, {"packets", r.napi->packets}, {"budget_exhausted", r.napi->budget_exhausted}};
   return dump(j);
 }
 
@@ -250,13 +257,15 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
     return static_cast<int64_t>(mono + static_cast<uint64_t>(mono_to_realtime_ns));
   };
 
+  // Offsets are from the packet's first stamp on its path (the reader's call
+  // may have started earlier: a negative offset then).
   uint64_t first = 0, last = 0;
   for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i) {
     if (p.stamp_ns[i] == 0)
       continue;
-    if (first == 0)
+    if (first == 0 && i <= NETLATD_STAMP_SOCK_QUEUE)
       first = p.stamp_ns[i];
-    last = p.stamp_ns[i];
+    last = std::max<uint64_t>(last, p.stamp_ns[i]);
   }
   // recv_return is always set on an emitted record; the fallbacks only keep a
   // malformed record from printing 1970.
@@ -286,18 +295,26 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
   if (auto total = stage_duration(p, Stage::Total))
     j["total_ns"] = *total;
 
+  j["sport"] = p.sport;
+
+  // Every stamp the packet got, and the derived start of the `oncpu` stage.
+  std::vector<std::pair<std::string, uint64_t>> instants;
+  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i)
+    if (p.stamp_ns[i])
+      instants.emplace_back(stamp_name(static_cast<netlatd_stamp>(i)), p.stamp_ns[i]);
+  if (auto rs = read_start(p))
+    instants.emplace_back("read_start", *rs);
   Json stamps = Json::object();
+  Json mono = Json::object();
   Json offsets = Json::object();
-  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i) {
-    const uint64_t t = p.stamp_ns[i];
-    if (t == 0)
-      continue;
-    const std::string name(stamp_name(static_cast<netlatd_stamp>(i)));
+  for (const auto &[name, t] : instants) {
     stamps[name] = rfc3339_utc_ns(wall_ns(t));
-    // Signed: an out-of-order record may have a stamp before the first one.
+    mono[name] = t;
+    // Signed: a reader's call may start before the packet's first stamp.
     offsets[name] = static_cast<int64_t>(t - first);
   }
   j["stamps"] = std::move(stamps);
+  j["stamps_mono_ns"] = std::move(mono);
   j["offsets_ns"] = std::move(offsets);
 
   Json stages = Json::object();
@@ -307,12 +324,17 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
   j["stages"] = std::move(stages);
 
   j["rx_cpu"] = p.rx_cpu;
+  j["ksoftirqd"] = (p.flags & NETLATD_PKT_KSOFTIRQD) != 0;
+  if (p.reader_unknown != NETLATD_READER_KNOWN) {
+    j["reader_unknown"] = p.reader_unknown == NETLATD_READER_AMBIGUOUS ? "ambiguous" : "unknown";
+    return dump(j);
+  }
   j["reader_cpu"] = p.reader_cpu;
   j["reader_pid"] = p.reader_tgid;
   j["reader_tid"] = p.reader_tid;
   j["reader_comm"] = std::string(p.reader_comm, strnlen(p.reader_comm, sizeof p.reader_comm));
-  j["ksoftirqd"] = (p.flags & NETLATD_PKT_KSOFTIRQD) != 0;
   j["woken"] = (p.flags & NETLATD_PKT_WOKEN) != 0;
+  j["slept_in_call"] = (p.flags & NETLATD_PKT_SLEPT_IN_CALL) != 0;
   return dump(j);
 }
 
@@ -362,6 +384,9 @@ std::string format_text(const ReportHeader &h, const IntervalReport &r) {
   out += "\ndrops: " + (lost.empty() ? std::string("none") : lost);
   if (agg.unordered())
     out += "  unordered records: " + std::to_string(agg.unordered());
+  if (r.ambiguous_reads || agg.reader_unknown())
+    out += "\nreads not tied to their datagram: " + std::to_string(r.ambiguous_reads) +
+           " (their datagrams' records carry the packet's stamps only: " + std::to_string(agg.reader_unknown()) + ")";
   out += '\n';
   return out;
 }

@@ -1,5 +1,7 @@
 #include "netlatd/stages.hpp"
 
+#include <algorithm>
+
 namespace netlatd {
 
 namespace {
@@ -10,6 +12,16 @@ constexpr std::array<netlatd_stamp, 4> kTotalStartCandidates{
     NETLATD_STAMP_IRQ, NETLATD_STAMP_SOFTIRQ_RAISE, NETLATD_STAMP_SOFTIRQ_ENTRY,
     NETLATD_STAMP_RECEIVE_SKB};
 
+std::optional<uint64_t> stamp(const netlatd_packet &p, netlatd_stamp s) noexcept {
+  return p.stamp_ns[s] ? std::optional<uint64_t>(p.stamp_ns[s]) : std::nullopt;
+}
+
+std::optional<uint64_t> span(std::optional<uint64_t> start, std::optional<uint64_t> end) noexcept {
+  if (!start || !end || *end < *start)
+    return std::nullopt;
+  return *end - *start;
+}
+
 }  // namespace
 
 std::string_view stage_name(Stage s) noexcept {
@@ -19,6 +31,7 @@ std::string_view stage_name(Stage s) noexcept {
   case Stage::NetifReceive: return "netif_receive";
   case Stage::SockQueue: return "sock_queue";
   case Stage::OnCpu: return "oncpu";
+  case Stage::InSocket: return "in_socket";
   case Stage::Total: return "total";
   }
   return "unknown";
@@ -33,9 +46,11 @@ std::string_view stage_description(Stage s) noexcept {
   case Stage::NetifReceive:
     return "netif_receive_skb until the packet is queued on the socket (IP, UDP/TCP)";
   case Stage::SockQueue:
-    return "queued on the socket until the reader is on CPU (wakeup, run-queue wait)";
+    return "queued on the socket until the read that takes it runs (wakeup, run queue, application busy)";
   case Stage::OnCpu:
-    return "reader on CPU until its receive call returns the data (syscall, copy)";
+    return "the read running until it returns the data (syscall, copy)";
+  case Stage::InSocket:
+    return "queued on the socket until the read returns it (sock_queue + oncpu)";
   case Stage::Total:
     return "first kernel stamp (IRQ or softirq) until the receive call returns";
   }
@@ -49,57 +64,65 @@ std::optional<Stage> stage_from_name(std::string_view name) noexcept {
   return std::nullopt;
 }
 
-netlatd_stamp start_stamp(Stage s) noexcept {
-  switch (s) {
-  case Stage::Irq: return NETLATD_STAMP_IRQ;
-  case Stage::Softirq: return NETLATD_STAMP_SOFTIRQ_ENTRY;
-  case Stage::NetifReceive: return NETLATD_STAMP_RECEIVE_SKB;
-  case Stage::SockQueue: return NETLATD_STAMP_SOCK_QUEUE;
-  case Stage::OnCpu: return NETLATD_STAMP_ONCPU;
-  case Stage::Total: return NETLATD_STAMP_IRQ;
+std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept {
+  const auto queued = stamp(p, NETLATD_STAMP_SOCK_QUEUE);
+  const auto sw = stamp(p, NETLATD_STAMP_SWITCH_IN);
+  const auto woke = stamp(p, NETLATD_STAMP_WAKEUP);
+  const auto call = stamp(p, NETLATD_STAMP_CALL_START);
+  if (!queued)
+    return std::nullopt;
+  // Woken by the socket during this call: the call was waiting for data
+  // (even one that began after the enqueue stamp, which on some kernels is
+  // taken just before the datagram is queued), and reads at its switch-in.
+  if (woke && (!call || *woke >= *call) && ((p.flags & NETLATD_PKT_SLEPT_IN_CALL) || call)) {
+    if (sw && *sw >= *woke)
+      return sw;
+    return std::nullopt;
   }
-  return NETLATD_STAMP_IRQ;
-}
-
-netlatd_stamp end_stamp(Stage s) noexcept {
-  switch (s) {
-  case Stage::Irq: return NETLATD_STAMP_SOFTIRQ_ENTRY;
-  case Stage::Softirq: return NETLATD_STAMP_RECEIVE_SKB;
-  case Stage::NetifReceive: return NETLATD_STAMP_SOCK_QUEUE;
-  case Stage::SockQueue: return NETLATD_STAMP_ONCPU;
-  case Stage::OnCpu: return NETLATD_STAMP_RECV_RETURN;
-  case Stage::Total: return NETLATD_STAMP_RECV_RETURN;
+  if (call) {
+    if (*call >= *queued)
+      return call;
+    // Waiting in the call when the packet came: on CPU again at its switch-in,
+    // or at once if it never switched out during the call.
+    if (!sw)
+      return std::nullopt;
+    return *sw >= *call ? std::max(*queued, *sw) : *queued;
   }
-  return NETLATD_STAMP_RECV_RETURN;
+  return std::nullopt;
 }
 
 std::optional<uint64_t> stage_duration(const netlatd_packet &p, Stage s) noexcept {
-  uint64_t start = 0;
-  if (s == Stage::Total) {
-    for (netlatd_stamp c : kTotalStartCandidates) {
-      if (p.stamp_ns[c] != 0) {
-        start = p.stamp_ns[c];
-        break;
-      }
-    }
-  } else {
-    start = p.stamp_ns[start_stamp(s)];
-  }
-  const uint64_t end = p.stamp_ns[end_stamp(s)];
-  if (start == 0 || end == 0 || end < start)
+  const auto ret = stamp(p, NETLATD_STAMP_RECV_RETURN);
+  switch (s) {
+  case Stage::Irq: return span(stamp(p, NETLATD_STAMP_IRQ), stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY));
+  case Stage::Softirq: return span(stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY), stamp(p, NETLATD_STAMP_RECEIVE_SKB));
+  case Stage::NetifReceive: return span(stamp(p, NETLATD_STAMP_RECEIVE_SKB), stamp(p, NETLATD_STAMP_SOCK_QUEUE));
+  case Stage::SockQueue: return span(stamp(p, NETLATD_STAMP_SOCK_QUEUE), read_start(p));
+  case Stage::OnCpu: return span(read_start(p), ret);
+  case Stage::InSocket: return span(stamp(p, NETLATD_STAMP_SOCK_QUEUE), ret);
+  case Stage::Total:
+    for (netlatd_stamp c : kTotalStartCandidates)
+      if (p.stamp_ns[c] != 0)
+        return span(stamp(p, c), ret);
     return std::nullopt;
-  return end - start;
+  }
+  return std::nullopt;
 }
 
 bool stamps_ordered(const netlatd_packet &p) noexcept {
+  const std::array<std::optional<uint64_t>, 10> path{
+      stamp(p, NETLATD_STAMP_IRQ),         stamp(p, NETLATD_STAMP_SOFTIRQ_RAISE),
+      stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY), stamp(p, NETLATD_STAMP_RECEIVE_SKB),
+      stamp(p, NETLATD_STAMP_SOCK_QUEUE),  stamp(p, NETLATD_STAMP_WAKEUP),
+      read_start(p),                       stamp(p, NETLATD_STAMP_COPY),
+      stamp(p, NETLATD_STAMP_RECV_RETURN), stamp(p, NETLATD_STAMP_SYSCALL_EXIT)};
   uint64_t latest = 0;
-  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i) {
-    const uint64_t t = p.stamp_ns[i];
-    if (t == 0)
+  for (const auto &t : path) {
+    if (!t)
       continue;
-    if (t < latest)
+    if (*t < latest)
       return false;
-    latest = t;
+    latest = *t;
   }
   return true;
 }
@@ -112,9 +135,11 @@ std::string_view stamp_name(netlatd_stamp s) noexcept {
   case NETLATD_STAMP_RECEIVE_SKB: return "netif_receive_skb";
   case NETLATD_STAMP_SOCK_QUEUE: return "sock_queue";
   case NETLATD_STAMP_WAKEUP: return "wakeup";
-  case NETLATD_STAMP_ONCPU: return "oncpu";
+  case NETLATD_STAMP_SWITCH_IN: return "switch_in";
+  case NETLATD_STAMP_CALL_START: return "call_start";
   case NETLATD_STAMP_COPY: return "copy";
   case NETLATD_STAMP_RECV_RETURN: return "recv_return";
+  case NETLATD_STAMP_SYSCALL_EXIT: return "syscall_exit";
   case NETLATD_STAMP_COUNT: break;
   }
   return "unknown";

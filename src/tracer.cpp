@@ -23,10 +23,10 @@
 
 namespace netlatd {
 
-static_assert(sizeof(netlatd_packet) == 128, "ring-buffer record must stay 128 bytes");
+static_assert(sizeof(netlatd_packet) == 136, "ring-buffer record layout (abi.h)");
+static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
 static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
-static_assert(sizeof(netlatd_fifo_hdr) == 128 && offsetof(netlatd_fifo_hdr, head) == 64,
-              "producers and readers of a FIFO write separate cache lines");
+static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "tcp_segs layout (abi.h)");
 
 namespace {
 
@@ -49,6 +49,54 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char *fmt, va_list arg
   }
   spdlog::debug("{}", line);
   return n;
+}
+
+// Highest possible NUMA node + 1 (the kernel's nr_node_ids): how many
+// per-node producer queues each UDP socket has on 6.18.
+uint32_t numa_nodes() {
+  std::FILE *f = std::fopen("/sys/devices/system/node/possible", "r");
+  if (!f)
+    return 1;
+  char buf[128] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // "0", "0-1", "0,2-3": the last number is the highest node.
+  long last = 0;
+  for (char *p = buf; *p;) {
+    char *end = nullptr;
+    long v = std::strtol(p, &end, 10);
+    if (end == p) {
+      p++;
+      continue;
+    }
+    last = v;
+    p = end;
+  }
+  return static_cast<uint32_t>(last + 1);
+}
+
+// A kernel function's address from /proc/kallsyms, 0 when absent or hidden
+// (kptr_restrict shows zeros to readers without CAP_SYSLOG).
+uint64_t kallsyms_address(std::string_view name) {
+  std::FILE *f = std::fopen("/proc/kallsyms", "r");
+  if (!f)
+    return 0;
+  char line[512];
+  uint64_t found = 0;
+  while (std::fgets(line, sizeof line, f)) {
+    char *sp1 = std::strchr(line, ' ');
+    if (!sp1 || !sp1[1] || sp1[2] != ' ')
+      continue;
+    char *sym = sp1 + 3;
+    size_t len = std::strcspn(sym, " \t\n");
+    if (std::string_view(sym, len) == name && std::strchr("tT", sp1[1])) {
+      found = std::strtoull(line, nullptr, 16);
+      break;
+    }
+  }
+  std::fclose(f);
+  return found;
 }
 
 uint64_t monotonic_ns() {
@@ -74,12 +122,7 @@ struct Tracer::Impl {
   RecordFn on_record;
   int ncpus = 1;
 
-  netlatd_stash_entry *stash = nullptr;  // the `stash` map, mapped
-  size_t stash_entries = 0;
-
   ~Impl() {
-    if (stash)
-      munmap(stash, stash_entries * sizeof(netlatd_stash_entry));
     if (ring)
       ring_buffer__free(ring);
     if (skel)
@@ -125,27 +168,34 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     skel->rodata->targ_ports[i] = config.ports[i];
   skel->rodata->targ_nports = static_cast<__u32>(config.ports.size());
   skel->rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
-  // fentry runs before the datagram is queued: a published slot may then be
-  // one not yet on the queue.
-  skel->rodata->targ_push_after_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) != 0;
+  skel->rodata->targ_udp_join = static_cast<__u32>(plan.udp_join);
+  // fentry runs before the datagram is queued: its slot exists before any
+  // read can take it.
+  skel->rodata->targ_push_before_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
+  skel->rodata->targ_numa_nodes = numa_nodes();
+  skel->rodata->targ_receiver_wake_fn = kallsyms_address("receiver_wake_function");
+  skel->rodata->targ_woken_wake_fn = kallsyms_address("woken_wake_function");
+  if (!skel->rodata->targ_receiver_wake_fn || !skel->rodata->targ_woken_wake_fn)
+    spdlog::warn("kernel symbols hidden (/proc/kallsyms): readers asleep in a receive call are not recognised, "
+                 "so their sock_queue/oncpu split is left out where no hook gives the call's start");
   if (int err = bpf_map__set_max_entries(skel->maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 
-  // Keep only the chosen variant of each hook point.
-  // Where the receive return is an fexit, skb_consume_udp names the datagram
-  // each UDP receive call dequeued.
+  // Keep exactly the programs the plan chose; a chosen one missing from the
+  // object is a build that does not match this source, never skipped.
   std::vector<bpf_program *> chosen;
-  bpf_program *prog;
-  bpf_object__for_each_program(prog, skel->obj) {
-    const std::string_view name = bpf_program__name(prog);
-    bool keep = plan.label(Point::RecvReturn) == "fexit/sock_recvmsg" && name == "udp_consume_fentry";
-    for (const HookChoice &c : plan.choices)
-      if (c.chosen && c.chosen->program == bpf_program__name(prog))
-        keep = true;
-    bpf_program__set_autoload(prog, keep);
-    if (keep)
-      chosen.push_back(prog);
+  for (const HookChoice &c : plan.choices) {
+    if (!c.chosen)
+      continue;
+    bpf_program *p = bpf_object__find_program_by_name(skel->obj, std::string(c.chosen->program).c_str());
+    if (!p)
+      throw Error(ExitCode::Software, "the BPF object has no program " + std::string(c.chosen->program) + " for " +
+                                          hook_label(*c.chosen));
+    chosen.push_back(p);
   }
+  bpf_program *prog;
+  bpf_object__for_each_program(prog, skel->obj)
+    bpf_program__set_autoload(prog, std::find(chosen.begin(), chosen.end(), prog) != chosen.end());
 
   if (int err = netlatd_bpf__load(skel)) {
     std::string why = last_libbpf_warning();
@@ -164,21 +214,6 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
                   std::string("cannot attach ") + bpf_program__name(p) + ": " + errno_text(err));
     }
     links_.push_back(link);
-  }
-
-  {
-    size_t n = bpf_map__max_entries(skel->maps.stash);
-    void *p = mmap(nullptr, n * sizeof(netlatd_stash_entry), PROT_READ | PROT_WRITE, MAP_SHARED,
-                   bpf_map__fd(skel->maps.stash), 0);
-    if (p == MAP_FAILED) {
-      int err = errno;
-      for (bpf_link *l : links_)
-        bpf_link__destroy(l);
-      links_.clear();
-      throw Error(ExitCode::Unavailable, "cannot map the BPF stash table: " + errno_text(err));
-    }
-    impl_->stash = static_cast<netlatd_stash_entry *>(p);
-    impl_->stash_entries = n;
   }
 
   impl_->ring = ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::handle, impl_.get(), nullptr);
@@ -263,15 +298,14 @@ std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
   return impl_->sum_percpu<NETLATD_CNT_COUNT>(impl_->skel->maps.counters);
 }
 
-Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t socket_max_age_ns) {
+Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
   SweepResult r;
   const uint64_t now = monotonic_ns();
 
-  // Packets that never reached a socket: free their stash entries with the
-  // same compare-and-swap the BPF side claims them with, so an entry a CPU
-  // refilled meanwhile is left alone.
-  for (size_t i = 0; i < impl_->stash_entries; i++) {
-    netlatd_stash_entry &e = impl_->stash[i];
+  // Datagrams that never reached a socket: free their stash entries (mapped
+  // with .bss) with the same compare-and-swap the BPF side claims them with,
+  // so an entry a CPU refilled meanwhile is left alone.
+  for (netlatd_stash_entry &e : impl_->skel->bss->stash) {
     __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
     if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
       continue;
@@ -283,33 +317,30 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t socket_
       r.expired_inflight++;
   }
 
-  int fd = bpf_map__fd(impl_->skel->maps.sockets);
-  std::vector<uint64_t> stale;
-  uint64_t key = 0, next = 0;
+  // TCP segments never queued (dropped by TCP: a duplicate, a full backlog)
+  // or queued and never read (the socket closed first).
+  int fd = bpf_map__fd(impl_->skel->maps.tcp_segs);
+  std::vector<netlatd_tcp_key> stale;
+  netlatd_tcp_key key{}, next{};
   bool first = true;
-  std::vector<uint8_t> value(bpf_map__value_size(impl_->skel->maps.sockets));
-  stale.clear();
-  first = true;
   while (bpf_map_get_next_key(fd, first ? nullptr : &key, &next) == 0) {
     first = false;
     key = next;
-    if (bpf_map_lookup_elem(fd, &key, value.data()) != 0)
+    netlatd_tcp_seg seg{};
+    if (bpf_map_lookup_elem(fd, &key, &seg) != 0)
       continue;
-    // The value says where its FIFO (struct netlatd_fifo_hdr first) starts.
-    uint32_t off = 0;
-    std::memcpy(&off, value.data(), sizeof(off));
-    if (off < NETLATD_FIFO_OFF_MIN || off + sizeof(netlatd_fifo_hdr) > value.size())
-      continue;  // created this instant, offset not written yet
-    netlatd_fifo_hdr hdr;
-    std::memcpy(&hdr, value.data() + off, sizeof(hdr));
-    const uint32_t head = hdr.head, tail = hdr.tail;
-    const uint64_t last = std::max(hdr.queued_ns, hdr.read_ns);
-    if (last && now > last && now - last > socket_max_age_ns) {
+    const uint64_t t = seg.rx.receive_ns;
+    if (!t || now <= t)
+      continue;
+    if (!seg.queue_after && now - t > inflight_max_age_ns) {
       stale.push_back(key);
-      r.expired_unread += tail - head;
+      r.expired_inflight++;
+    } else if (seg.queue_after && now - t > unread_max_age_ns) {
+      stale.push_back(key);
+      r.expired_unread++;
     }
   }
-  for (uint64_t k : stale)
+  for (const netlatd_tcp_key &k : stale)
     bpf_map_delete_elem(fd, &k);
   return r;
 }

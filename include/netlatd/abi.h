@@ -8,30 +8,34 @@
 #ifndef NETLATD_ABI_H
 #define NETLATD_ABI_H
 
-#define NETLATD_ABI_VERSION 1
+#define NETLATD_ABI_VERSION 2
 
 /* Ports watched in one run (--port may repeat). */
 #define NETLATD_MAX_PORTS 16
 /* IRQ lines of the interface, as a bitmap over irq numbers [0, 8192). */
 #define NETLATD_IRQ_BITMAP_WORDS 128
-/* Tracked packets queued on one socket and not read yet. */
-#define NETLATD_SOCK_FIFO_SLOTS 2048
 #define NETLATD_COMM_LEN 16
 
 /*
- * The instants of one packet's receive path, in the order they happen.
- * Each is CLOCK_MONOTONIC nanoseconds (bpf_ktime_get_ns); 0 = not seen.
+ * The instants of one packet's receive path. Each is CLOCK_MONOTONIC
+ * nanoseconds (bpf_ktime_get_ns); 0 = not seen. IRQ .. SOCK_QUEUE are the
+ * packet's own; the rest are its reader's. CALL_START may come before the
+ * packet arrived (a reader already waiting in its receive call), SWITCH_IN
+ * before it was queued (a reader that never slept): the daemon derives where
+ * the `oncpu` stage starts from them (src/stages.cpp).
  */
 enum netlatd_stamp {
-	NETLATD_STAMP_IRQ = 0,        /* irq_handler_entry of the NIC IRQ that started the softirq */
-	NETLATD_STAMP_SOFTIRQ_RAISE,  /* NET_RX softirq_raise that preceded that softirq run */
+	NETLATD_STAMP_IRQ = 0,        /* irq_handler_entry of the NIC IRQ during which NET_RX was raised */
+	NETLATD_STAMP_SOFTIRQ_RAISE,  /* that NET_RX raise */
 	NETLATD_STAMP_SOFTIRQ_ENTRY,  /* NET_RX softirq_entry that processed the packet */
 	NETLATD_STAMP_RECEIVE_SKB,    /* netif_receive_skb of the packet */
 	NETLATD_STAMP_SOCK_QUEUE,     /* queued on the receiving socket */
-	NETLATD_STAMP_WAKEUP,         /* the reading task woken (sched_waking) */
-	NETLATD_STAMP_ONCPU,          /* the reading task on CPU (sched_switch in), or already there */
+	NETLATD_STAMP_WAKEUP,         /* the reader woken by the socket after the packet was queued */
+	NETLATD_STAMP_SWITCH_IN,      /* the reader's last switch-in on the CPU its read returned on */
+	NETLATD_STAMP_CALL_START,     /* the receive call began (where a hook gives it) */
 	NETLATD_STAMP_COPY,           /* skb_copy_datagram_iovec (TCP, non-linear UDP only) */
-	NETLATD_STAMP_RECV_RETURN,    /* the receive call returned the data */
+	NETLATD_STAMP_RECV_RETURN,    /* the receive call returned the data, in the socket layer */
+	NETLATD_STAMP_SYSCALL_EXIT,   /* the syscall returned to user space (opt-in --syscall-exit) */
 	NETLATD_STAMP_COUNT
 };
 
@@ -39,35 +43,38 @@ enum netlatd_packet_flags {
 	NETLATD_PKT_IPV6 = 1 << 0,
 	NETLATD_PKT_TCP = 1 << 1,
 	NETLATD_PKT_KSOFTIRQD = 1 << 2,   /* NET_RX ran in ksoftirqd */
-	NETLATD_PKT_WOKEN = 1 << 3,       /* the reader slept and this packet woke it */
+	NETLATD_PKT_WOKEN = 1 << 3,       /* the reader slept and the socket woke it after this packet was queued */
 	NETLATD_PKT_IN_SOFTIRQ = 1 << 4,  /* netif_receive_skb ran inside a NET_RX softirq */
+	NETLATD_PKT_SLEPT_IN_CALL = 1 << 5, /* the reader was asleep inside this receive call, waiting for data */
 };
 
-/* One ring-buffer record: one packet returned to user space. 128 bytes. */
+/* Why a record has no reader: its packet-side stamps are its own, but which
+ * read returned it cannot be proved (docs/JOIN.md). */
+enum netlatd_reader_unknown {
+	NETLATD_READER_KNOWN = 0,
+	NETLATD_READER_AMBIGUOUS = 1,  /* several reads in flight could have returned it */
+	NETLATD_READER_UNKNOWN_COUNT
+};
+
+/* One ring-buffer record: one packet returned to user space. 136 bytes. */
 struct netlatd_packet {
-	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 72 */
-	__u32 rx_cpu;        /* CPU of netif_receive_skb */
-	__u32 reader_cpu;    /* CPU the receive call returned on */
+	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 88 */
 	__u32 reader_tgid;
 	__u32 reader_tid;
 	char reader_comm[NETLATD_COMM_LEN];
 	__u32 len;           /* bytes of L4 payload */
 	__u32 ifindex;
+	__u16 rx_cpu;        /* CPU of netif_receive_skb */
+	__u16 reader_cpu;    /* CPU the receive call returned on */
 	__u16 dport;         /* host order */
+	__u16 sport;         /* host order */
 	__u16 flags;         /* enum netlatd_packet_flags */
 	__u8 l4proto;        /* IPPROTO_UDP / IPPROTO_TCP */
-	__u8 _pad[11];
+	__u8 reader_unknown; /* enum netlatd_reader_unknown */
+	__u32 _pad;
 };
 
-/*
- * Packets between netif_receive_skb and their socket's queue, by skb address:
- * a direct-mapped table of 2^NETLATD_STASH_BITS entries (map `stash`, see
- * bpf/netlatd.bpf.c). The daemon maps it to expire entries that never reached
- * a socket.
- */
-#define NETLATD_STASH_BITS 13
-
-/* What netif_receive_skb learned of a packet. 40 bytes. The earlier stamps
+/* What netif_receive_skb learned of a packet. 48 bytes. The earlier stamps
  * are kept as distances back from receive_ns (0 = not seen): no stage before
  * it lasts 4 s. */
 struct netlatd_rx {
@@ -80,78 +87,73 @@ struct netlatd_rx {
 	__u32 end_seq;        /* TCP: sequence number after the payload */
 	__u16 rx_cpu;
 	__u16 dport;          /* host order */
+	__u16 sport;          /* host order */
 	__u16 flags;          /* enum netlatd_packet_flags */
 	__u8 l4proto;
-	__u8 _pad;
+	__u8 _pad[7];
 };
 
-/* One entry of the `stash` table. 64 bytes, one cache line. */
+/*
+ * UDP datagrams between netif_receive_skb and their socket's queue, by skb
+ * address: a two-way set-associative table of 2^NETLATD_STASH_BITS entries
+ * (the global `stash` in bpf/, in .bss). The daemon maps it to expire entries
+ * that never reached a socket.
+ */
+#define NETLATD_STASH_BITS 13
+
+/* One entry of the stash. 64 bytes, one cache line. */
 struct netlatd_stash_entry {
 	__u64 skb; /* the owner's address; 0 = free, 1 = being written */
 	struct netlatd_rx rx;
-	__u64 _pad[2];
+	__u64 _pad;
 };
 #define NETLATD_STASH_FREE 0
 #define NETLATD_STASH_BUSY 1
 
-/* Reads that may overtake the publication of their slots at once, per socket. */
-#define NETLATD_FIFO_PEND 4
-
-/*
- * The start of a socket's FIFO (a value of the `sockets` map), as the
- * daemon's sweep of closed sockets reads it. Producers (enqueues) and readers
- * (receive returns) run on different CPUs and each write only their own
- * cache line; a producer reads the readers' line only when the FIFO looks
- * full by its last look at the head.
- */
-struct netlatd_fifo_hdr {
-	/* Written by producers. */
-	__u32 tail;       /* next slot to fill */
-	__u32 head_seen;  /* the head at a producer's last look */
-	__u64 queued_ns;  /* last enqueue */
-	/* Reads that returned while their datagram's slot was still being
-	 * published, by slot index modulo NETLATD_FIFO_PEND: index + 1 while the
-	 * reader's view waits there; whichever of the reader and the publisher
-	 * clears it emits the record. Set by readers, rarely; checked by every
-	 * push. */
-	__u32 pend_seq[NETLATD_FIFO_PEND];
-	__u8 _pad1[32];
-	/* Written by readers. */
-	__u32 head;       /* next slot to pop */
-	__u32 suspect;    /* a read found the FIFO empty: realign at the next drain, even
-			   * if a dead push answered empty_at (it may have been another's) */
-	__u64 read_ns;    /* last receive return */
-	__u8 l4proto;     /* set once, at creation; read by every receive return */
-	__u8 _pad3[3];
-	__u32 empty_at;   /* index + 1 at which a read last found the FIFO empty, 0 = none */
-	__u8 _pad4[40];
+/* A TCP segment in flight, from netif_receive_skb until read (map
+ * `tcp_segs`). The key is the flow as the receiver sees it and the segment's
+ * first sequence number. */
+struct netlatd_tcp_key {
+	__u64 addrs;   /* IPv4: saddr << 32 | daddr; IPv6: both folded (see tcp.bpf.h) */
+	__u16 sport;   /* network order, as on the wire */
+	__u16 dport;
+	__u32 seq;
 };
 
-/* A value of the `sockets` map starts with a __u32 giving the offset of the
- * FIFO (which starts with struct netlatd_fifo_hdr): the first 64-byte boundary
- * in memory at or past NETLATD_FIFO_OFF_MIN. */
-#define NETLATD_FIFO_OFF_MIN 8
+struct netlatd_tcp_seg {
+	struct netlatd_rx rx;  /* rx.end_seq: the next segment's key */
+	__u32 queue_after;     /* queued (tcp_probe) after rx.receive_ns; 0 = not yet */
+	__u32 state;           /* TCP_SEG_* in bpf/tcp.bpf.h */
+	__u32 dup;             /* a second copy arrived before either was queued: rx may be the other's */
+	__u32 _pad;
+};
 
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
 	NETLATD_DROP_RINGBUF_FULL = 0,  /* bpf_ringbuf_reserve failed */
 	NETLATD_DROP_INFLIGHT_FULL,     /* both stash entries of its set were being written by other CPUs */
-	NETLATD_DROP_SOCK_FIFO_FULL,    /* more than NETLATD_SOCK_FIFO_SLOTS unread on a socket */
-	NETLATD_DROP_SOCKETS_FULL,      /* too many sockets with tracked packets */
+	NETLATD_DROP_SOCK_FIFO_FULL,    /* more tracked datagrams queued unread on a socket than its slots */
+	NETLATD_DROP_SOCK_STATE_FAILED, /* the kernel refused the socket's storage (memory) */
 	NETLATD_DROP_STACK_DROPPED,     /* the kernel dropped the packet (kfree_skb) */
-	NETLATD_DROP_UNTRACKED_DEQUEUE, /* a receive call returned a datagram we did not track */
 	NETLATD_DROP_UNJOINED,          /* its stash entry was taken by a newer packet before it was queued */
-	NETLATD_DROP_UNSEEN_READ,       /* read by a receive call whose return netlatd did not see */
-	NETLATD_DROP_REORDERED,         /* its queueing seen only after a newer datagram's: left out */
+	NETLATD_DROP_UNSEEN_READ,       /* read by a call whose return netlatd did not see */
+	NETLATD_DROP_TCP_SEGS_FULL,     /* the table of TCP segments in flight was full */
+	NETLATD_DROP_TCP_RANGE_UNKNOWN, /* a TCP read whose byte range no hook gave */
+	NETLATD_DROP_ORDER_LOST,        /* a UDP socket's slots stopped mirroring its queue: its reads are no longer named */
 	NETLATD_DROP_COUNT
 };
 
 /* Per-CPU event counters in the `counters` map (for --check, bench, Prometheus). */
 enum netlatd_counter {
-	NETLATD_CNT_MATCHED = 0,   /* packets that passed the interface/port filter */
-	NETLATD_CNT_QUEUED,        /* of those, seen queued on a socket */
-	NETLATD_CNT_EMITTED,       /* records written to the ring buffer */
-	NETLATD_CNT_IRQ,           /* NIC IRQs of the interface */
+	NETLATD_CNT_MATCHED = 0,       /* packets that passed the interface/port filter */
+	NETLATD_CNT_QUEUED,            /* of those, seen queued on a socket */
+	NETLATD_CNT_EMITTED,           /* records written to the ring buffer */
+	NETLATD_CNT_IRQ,               /* NIC IRQs of the interface */
+	NETLATD_CNT_AMBIGUOUS_READS,   /* UDP reads whose datagram could not be named */
+	NETLATD_CNT_UNTRACKED_READS,   /* reads of a datagram netlatd never tracked (other interface, queued before start, lost) */
+	NETLATD_CNT_NAPI_POLLS,        /* NAPI polls of the interface */
+	NETLATD_CNT_NAPI_PACKETS,      /* packets those polls processed */
+	NETLATD_CNT_NAPI_BUDGET_FULL,  /* polls that used their whole budget */
 	NETLATD_CNT_COUNT
 };
 

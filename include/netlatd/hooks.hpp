@@ -24,18 +24,33 @@ struct HookCandidate {
 
 enum class Point {
   IrqHandlerEntry,
+  IrqHandlerExit,
   SoftirqRaise,
   SoftirqEntry,
   SoftirqExit,
+  NapiPoll,
   NetifReceiveSkb,
   UdpEnqueue,
+  UdpEnqueueFailed,
   TcpEnqueue,
+  TcpCopied,
   KfreeSkb,
   SchedWaking,
   SchedSwitch,
   SkbCopy,
+  RecvCallStart,
+  UdpConsume,
   RecvReturn,
 };
+
+// How a UDP read is tied to the datagram it returned (docs/JOIN.md); values
+// match enum udp_join in bpf/maps.bpf.h.
+enum class UdpJoin {
+  Consume = 0,     // fentry/skb_consume_udp names the skb
+  OrderProdq = 1,  // queue order; 6.18's per-NUMA producer queues say when a push lags
+  Order = 2,       // queue order, a lagging push not observable: fewer reads named
+};
+std::string_view udp_join_description(UdpJoin j);
 
 struct HookPoint {
   Point point;
@@ -57,6 +72,8 @@ public:
   // Whether the program kind can load and attach to the target here.
   virtual bool can_attach(AttachKind kind, std::string_view target) const = 0;
   virtual std::string kernel_release() const = 0;
+  // Whether the kernel's BTF has this member in this struct (CO-RE field checks).
+  virtual bool has_member(std::string_view strct, std::string_view member) const = 0;
 };
 
 // Probes the live kernel (needs root or CAP_BPF+CAP_PERFMON). Results are cached.
@@ -70,11 +87,13 @@ struct HookChoice {
 struct HookPlan {
   std::vector<HookChoice> choices;  // one per hook_points() entry, same order
   std::vector<std::string> missing_required;  // point names with no usable candidate
+  UdpJoin udp_join = UdpJoin::Order;
 
   const HookChoice &choice(Point p) const;
   bool runnable() const { return missing_required.empty(); }
   // "tp_btf/sk_data_ready" etc., or "" when the point has no hook.
   std::string label(Point p) const;
+  bool has(Point p) const { return choice(p).chosen.has_value(); }
 };
 
 HookPlan choose_hooks(const KernelFeatures &features);

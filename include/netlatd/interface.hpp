@@ -3,30 +3,68 @@
 // and the rtnetlink notifications that tell when it goes away and comes back.
 #include <cstddef>
 #include <cstdint>
-#include <istream>
+#include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace netlatd {
 
+// One hard IRQ line of an interface's device, how it was found, and whether
+// its interrupts count for the `irq` stage. Only lines that can raise the
+// receive path count: the kernel side stamps the IRQ during which NET_RX was
+// raised, so a receive line left out loses the stage, while a transmit-only or
+// control line counted could only ever stamp a packet with an interrupt that
+// did not deliver it.
+struct IrqLine {
+  int irq = 0;
+  std::string name;      // its handler's name in /proc/interrupts ("eth0-rx-0"); "" when not listed
+  std::string found_by;  // "/sys/class/net/eth0/device/msi_irqs", "/proc/interrupts", "--irq"
+  std::string role;      // "receive", "receive and transmit", "transmit only", "device control", ...
+  bool counted = false;
+};
+
 struct InterfaceInfo {
   std::string name;
   uint32_t ifindex = 0;
-  std::vector<int> irqs;  // hard IRQ lines of its device; empty for lo, veth, tun
-  std::string driver;     // e.g. "e1000", "veth", "" for lo
+  std::vector<int> irqs;           // the counted lines (what the kernel side stamps); empty for lo, veth, tun
+  std::vector<IrqLine> irq_lines;  // every line found, counted or not, for --check and the log
+  std::string driver;              // e.g. "e1000", "veth", "" for lo
 };
 
-// nullopt when there is no such interface in this network namespace.
-std::optional<InterfaceInfo> lookup_interface(const std::string &name);
-// IRQ lines of an interface: its device's MSI vectors, its legacy INTx line,
-// and /proc/interrupts lines named after it (e.g. "eth0-rx-0").
-std::vector<int> interface_irqs(const std::string &name);
-// The same from what it reads: the names in device/msi_irqs/, device/irq
-// (used when there are no MSI vectors) and /proc/interrupts. Sorted, no
-// duplicates. Public for the fuzz harness; the daemon calls interface_irqs().
-std::vector<int> irqs_of_interface(const std::string &name, const std::vector<std::string> &msi_irq_entries,
-                                   std::istream &legacy_irq, std::istream &proc_interrupts);
+// nullopt when there is no such interface in this network namespace. A
+// non-empty `irq_override` (--irq) replaces the discovery of its IRQ lines.
+std::optional<InterfaceInfo> lookup_interface(const std::string &name, const std::vector<int> &irq_override = {});
+
+// One numbered line of /proc/interrupts ("NMI:", "LOC:" and the like are skipped).
+struct InterruptsLine {
+  int irq = 0;
+  std::string chip;                  // "IO-APIC", "PCI-MSIX-0000:00:03.0"
+  std::vector<std::string> actions;  // handler names: {"eth0"}, {"eth1", "uhci_hcd:usb1"} on a shared line
+};
+// Never throws: a line it cannot read is skipped.
+std::vector<InterruptsLine> parse_proc_interrupts(std::string_view text);
+
+// The IRQ lines of interface `ifname`, read from a sysfs tree under `root`
+// ("/" on a live system, a fixture directory in tests) and the text of
+// /proc/interrupts:
+// - the MSI/MSI-X vectors of its device (`device/msi_irqs/`), or of the
+//   device's parent when the device is a bus child such as virtio0, else the
+//   device's legacy line (`device/irq`, only when it has no MSI vectors: a
+//   device using MSI-X still shows its unused INTx line there);
+// - lines whose handler is named after the interface ("eth0-TxRx-0"), the
+//   device ("virtio0-input.0") or its PCI address ("mlx5_comp0@pci:0000:..").
+// Each line's role comes from its handler's name; see IrqLine. Sorted by irq.
+std::vector<IrqLine> find_irq_lines(const std::filesystem::path &root, const std::string &ifname,
+                                    std::string_view proc_interrupts);
+// The lines --irq names, all counted, with their names in /proc/interrupts.
+std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs, std::string_view proc_interrupts);
+// The counted lines' numbers, sorted.
+std::vector<int> counted_irqs(const std::vector<IrqLine> &lines);
+// One line per IRQ line for --check and the log: number, counted or not and
+// why, name, where it was found.
+std::vector<std::string> describe_irq_lines(const std::vector<IrqLine> &lines);
 // Inode of this process's network namespace (what the kernel's ns.inum holds).
 uint32_t current_netns_inode();
 

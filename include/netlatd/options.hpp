@@ -21,6 +21,9 @@ struct Options {
   uint32_t outliers_max_per_sec = 10;
   std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
   uint32_t ringbuf_mb = 2;
+  // --irq: the interface's receive IRQ lines, replacing their discovery
+  // (sorted, unique); empty = discover them (see find_irq_lines).
+  std::vector<int> irqs;
   bool verbose = false;
   bool check = false;
   bool demo = false;
@@ -50,8 +53,14 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
 // Throws Error(Usage) when malformed or negative.
 uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns);
 
+// "24,25", "24-31", "24-27,40": IRQ numbers netlatd can trace, sorted and
+// unique. Throws Error(Usage, "--irq: ...") when malformed or out of range.
+std::vector<int> parse_irq_list(const std::string &text);
+
 // Checks values that do not depend on the machine (ports, interval, ...).
 void validate(const Options &o);
+// The kernel's rule for a network device name (what `--iface` accepts).
+bool valid_interface_name(const std::string &name);
 
 // The options a SIGHUP reload runs with: `running.command_line` parsed again,
 // so the config file is re-read and command-line flags still override it (a

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,7 +16,7 @@
 
 namespace netlatd {
 
-inline constexpr int kSchemaVersion = 1;
+inline constexpr int kSchemaVersion = 2;
 
 // Fixed for the life of a run (or until SIGHUP reload / interface re-appears).
 struct ReportHeader {
@@ -45,11 +46,20 @@ public:
   uint64_t packets_udp() const noexcept { return udp_; }
   uint64_t packets_tcp() const noexcept { return tcp_; }
   uint64_t unordered() const noexcept { return unordered_; }  // records whose stamps were out of order
+  // Records with the packet's stamps only: which read returned it cannot be proved.
+  uint64_t reader_unknown() const noexcept { return reader_unknown_; }
   const Histogram &stage(Stage s) const noexcept { return stages_[static_cast<size_t>(s)]; }
 
 private:
   std::array<Histogram, kStageCount> stages_{};
-  uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0;
+  uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0;
+};
+
+// NAPI polls of the watched interface in one interval (tp_btf/napi_poll).
+struct NapiStats {
+  uint64_t polls = 0;
+  uint64_t packets = 0;
+  uint64_t budget_exhausted = 0;  // polls that used their whole budget
 };
 
 struct IntervalReport {
@@ -60,6 +70,11 @@ struct IntervalReport {
   // "inflight_full", "sock_fifo_full", "sockets_full", "stack_dropped",
   // "untracked_dequeue", "unjoined_expired", "output_queue_full", ...
   std::map<std::string, uint64_t> drops;
+  // UDP reads whose datagram could not be named (docs/JOIN.md), and reads of
+  // datagrams netlatd never tracked (another interface, queued before start).
+  uint64_t ambiguous_reads = 0;
+  uint64_t untracked_reads = 0;
+  std::optional<NapiStats> napi;  // absent without the napi_poll hook
   bool final = false;  // the partial interval flushed at shutdown
 };
 

@@ -1,7 +1,7 @@
 #pragma once
-// The stages of the receive path, each the span between two stamps of
-// struct netlatd_packet (include/netlatd/abi.h). Named after the kernel event
-// each starts at. docs/OUTPUT.md documents them for users.
+// The stages of the receive path, each the span between two instants of one
+// packet's record (include/netlatd/abi.h). Named after the kernel event each
+// starts at. docs/OUTPUT.md documents them for users.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -16,31 +16,42 @@ enum class Stage : uint8_t {
   Irq,           // irq_handler_entry (NIC)    -> softirq_entry (NET_RX)
   Softirq,       // softirq_entry (NET_RX)     -> netif_receive_skb
   NetifReceive,  // netif_receive_skb          -> queued on the socket
-  SockQueue,     // queued on the socket       -> the reader on CPU
-  OnCpu,         // the reader on CPU          -> the receive call returns
+  SockQueue,     // queued on the socket       -> read start (see read_start())
+  OnCpu,         // read start                 -> the receive call returns
+  InSocket,      // queued on the socket       -> the receive call returns
   Total,         // first stamp of the packet  -> the receive call returns
 };
-inline constexpr std::array<Stage, 6> kAllStages{Stage::Irq, Stage::Softirq, Stage::NetifReceive,
-                                                 Stage::SockQueue, Stage::OnCpu, Stage::Total};
+inline constexpr std::array<Stage, 7> kAllStages{Stage::Irq,      Stage::Softirq, Stage::NetifReceive, Stage::SockQueue,
+                                                 Stage::OnCpu,    Stage::InSocket, Stage::Total};
 inline constexpr size_t kStageCount = kAllStages.size();
 
-std::string_view stage_name(Stage s) noexcept;         // "irq", "softirq", "netif_receive", "sock_queue", "oncpu", "total"
+std::string_view stage_name(Stage s) noexcept;         // "irq", ..., "in_socket", "total"
 std::string_view stage_description(Stage s) noexcept;  // one line for --help, --check and text output
 std::optional<Stage> stage_from_name(std::string_view name) noexcept;
 
-// The stamp a stage starts and ends at (Total starts at the first non-zero of
-// IRQ, SOFTIRQ_RAISE, SOFTIRQ_ENTRY, RECEIVE_SKB; start_stamp() returns IRQ for it).
-netlatd_stamp start_stamp(Stage s) noexcept;
-netlatd_stamp end_stamp(Stage s) noexcept;
+// Where the `oncpu` stage starts: the moment the receive call that returned
+// the packet was running for it.
+//  - The socket woke the reader during this call (it slept in the call
+//    waiting for data; known from the call's start, or without one from
+//    SLEPT_IN_CALL): its switch-in after the wake-up.
+//  - The call started after the packet was queued (an event loop, a busy
+//    reader): its start.
+//  - The call was already waiting when the packet was queued: the reader's
+//    switch-in, or the queueing itself if the reader never switched out.
+// Otherwise unknown: no hook gave the call's start, and the application may
+// have been busy elsewhere between its switch-in and the call. Never guessed.
+std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept;
 
-// Duration of a stage for one packet; nullopt when a stamp is missing (0) or
+// Duration of a stage for one packet; nullopt when an instant is missing or
 // the end is before the start. Never a made-up zero.
 std::optional<uint64_t> stage_duration(const netlatd_packet &p, Stage s) noexcept;
 
-// True when every non-zero stamp is >= the non-zero stamps before it in
-// enum netlatd_stamp order.
+// True when the instants along the path are in order: irq, softirq_raise,
+// softirq_entry, netif_receive_skb, sock_queue, wakeup, read start, copy,
+// recv_return, syscall_exit (missing ones skipped). The reader's switch-in
+// and call start are not on the path: they may come before the packet.
 bool stamps_ordered(const netlatd_packet &p) noexcept;
 
-std::string_view stamp_name(netlatd_stamp s) noexcept;  // "irq", "softirq_raise", ..., "recv_return"
+std::string_view stamp_name(netlatd_stamp s) noexcept;  // "irq", "softirq_raise", ..., "syscall_exit"
 
 }  // namespace netlatd

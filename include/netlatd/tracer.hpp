@@ -60,10 +60,10 @@ public:
 
   struct SweepResult {
     uint64_t expired_inflight = 0;  // matched, never queued on a socket (and not seen dropped)
-    uint64_t expired_unread = 0;    // queued on a socket that was never read (closed?)
+    uint64_t expired_unread = 0;    // TCP: queued on a socket that was never read (closed first)
   };
   // Removes state older than the given ages (CLOCK_MONOTONIC ns).
-  SweepResult sweep(uint64_t inflight_max_age_ns, uint64_t socket_max_age_ns);
+  SweepResult sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns);
 
 private:
   struct Impl;

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net_fixture.hpp"
+#include "netlatd_output.hpp"
 #include "process.hpp"
 
 using nlohmann::json;
@@ -27,77 +28,8 @@ using namespace nltest;
 
 namespace {
 
-const char *kStages[] = {"softirq", "netif_receive", "sock_queue", "oncpu", "total"};
-
-struct Totals {
-  uint64_t packets = 0, udp = 0, tcp = 0, unordered = 0;
-  std::map<std::string, uint64_t> stage_count;
-  std::map<std::string, uint64_t> drops;
-  std::map<std::string, bool> applicable;
-  std::map<std::string, std::string> hook_end;
-  std::vector<json> outliers;
-  bool saw_final = false;
-};
-
-Totals parse_lines(const std::string &out) {
-  Totals t;
-  std::istringstream in(out);
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty())
-      continue;
-    json j = json::parse(line);
-    if (j["type"] == "outlier") {
-      t.outliers.push_back(j);
-      continue;
-    }
-    REQUIRE(j["type"] == "interval");
-    REQUIRE(j["schema"] == 1);
-    t.packets += j["packets"].get<uint64_t>();
-    t.udp += j["udp"].get<uint64_t>();
-    t.tcp += j["tcp"].get<uint64_t>();
-    t.unordered += j.value("unordered", 0);
-    if (j.value("final", false))
-      t.saw_final = true;
-    for (auto &[name, st] : j["stages"].items()) {
-      t.applicable[name] = st["applicable"].get<bool>();
-      t.hook_end[name] = st["hook_end"].get<std::string>();
-      if (st.contains("count"))
-        t.stage_count[name] += st["count"].get<uint64_t>();
-    }
-    for (auto &[name, v] : j["drops"].items())
-      t.drops[name] += v.get<uint64_t>();
-  }
-  return t;
-}
-
-// netlatd inside the receiving namespace, tracing its end of the veth.
-std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra) {
-  std::vector<std::string> argv{"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface", net.rx_if,
-                                "--interval", "1"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  auto d = std::make_unique<Daemon>(argv);
-  INFO(d->proc().err());
-  REQUIRE(d->wait_ready(15000));
-  return d;
-}
-
-Totals stop(Process &p) {
-  p.signal(SIGTERM);
-  REQUIRE(p.wait(3000));
-  INFO(p.exit().err);
-  REQUIRE(p.exit().code == 0);
-  if (getenv("NETLATD_TEST_VERBOSE")) fprintf(stderr, "%s\n", p.exit().err.c_str());
-  Totals t = parse_lines(p.exit().out);
-  CHECK(t.saw_final);
-  return t;
-}
-
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  size_t i = static_cast<size_t>(std::ceil(p / 100.0 * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
-}
+// The stages every record of a blocking reader has on lo and veth.
+const char *kStages[] = {"softirq", "netif_receive", "sock_queue", "oncpu", "in_socket", "total"};
 
 }  // namespace
 
@@ -108,7 +40,8 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   const uint16_t port = 5301;
   const int n = 200;
   Reader reader(net.rx_ns, "udp", 4, "", port);
-  auto nl = start_netlatd(net, {"--port", std::to_string(port)});
+  auto nl = start_netlatd(net, {"--port", std::to_string(port), "--outliers-over", "0ns", "--outliers-max-per-sec",
+                                "1000000"});
 
   // Not to be counted: the same port over another interface (lo of the
   // receiving namespace, read by the same socket), and another port.
@@ -117,115 +50,154 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   send_udp(net.tx_ns, 4, net.rx_addr, port, n, 200, 1000);
   send_udp(net.rx_ns, 4, "127.0.0.1", port, 20, 100, 500);
   REQUIRE(reader.wait_for(30 + n + 20, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
 
   CHECK(t.packets == n);
   CHECK(t.udp == n);
   CHECK(t.tcp == 0);
   CHECK(t.unordered == 0);
+  // The reader sleeps in recvmsg between datagrams: each read starts at its
+  // switch-in after the wake-up. Unless that switch-in was not traced (see
+  // the bursts test): then the read's start is left out, never guessed.
+  // Or, under load, the reader was still busy with the previous one and
+  // found this one queued: no call start on a kernel without fentry.
+  uint64_t untraced = 0;
+  for (const json &o : t.outliers) {
+    if (o["stages"].contains("oncpu"))
+      continue;
+    INFO(o.dump());
+    CHECK_FALSE(o["stamps"].contains("call_start"));
+    CHECK_FALSE((o["slept_in_call"] == true && o["stamps"].contains("switch_in")));
+    untraced++;
+  }
+  CHECK(untraced <= n / 10);
   CHECK_FALSE(t.applicable["irq"]);  // veth has no hard IRQ
   for (const char *s : kStages) {
     INFO(s);
     CHECK(t.applicable[s]);
-    CHECK(t.stage_count[s] == n);
+    const std::string name(s);
+    CHECK(t.stage_count[s] == (name == "sock_queue" || name == "oncpu" ? n - untraced : n));
   }
   CHECK(t.drops["ringbuf_full"] == 0);
   CHECK(t.drops["inflight_full"] == 0);
   CHECK(t.hook_end["oncpu"].find("sock_recv") != std::string::npos);
 }
 
-TEST_CASE("UDP bursts: back-to-back datagrams queued in batches are each joined", "[bpf][udp]") {
-  if (auto why = why_no_root_tier(); !why.empty())
-    SKIP(why);
+// Back-to-back bursts, each of its own size, from `senders` CPUs at once
+// (veth receives on the sender's CPU), read by one thread. Returns what
+// netlatd named and counted; checks that every record it named is the
+// datagram its read returned, and that records and counts account for every
+// read.
+struct BurstResult {
+  uint64_t reads = 0, named = 0, ambiguous = 0, untracked = 0;
+};
+
+BurstResult run_bursts(uint16_t port, int senders) {
   VethNamespaces net;
-  const uint16_t port = 5302;
   const int bursts = 20, per_burst = 16;
   Reader reader(net.rx_ns, "udp", 4, "", port);
-  // Every datagram's timeline: each record must be of the datagram its read returned.
   auto nl = start_netlatd(net, {"--port", std::to_string(port), "--outliers-over", "0ns", "--outliers-max-per-sec",
                                 "1000000"});
-  // No gap inside a burst, and two senders on two CPUs at once (veth receives
-  // on the sender's CPU): the kernel may queue several datagrams before one
-  // data-ready call; fewer than the socket FIFO's slots are ever unread.
   auto sender = [&](int cpu) {
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(cpu % static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-    for (int b = 0; b < bursts / 2; b++) {
+    for (int b = 0; b < bursts / senders; b++) {
       // A size of its own per burst and sender, so records can be told apart.
       send_udp(net.tx_ns, 4, net.rx_addr, port, per_burst, 100 + cpu * 200 + b, 0);
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
   };
-  std::thread a(sender, 0), b(sender, 1);
-  a.join();
-  b.join();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < senders; c++)
+    threads.emplace_back(sender, c);
+  for (auto &th : threads)
+    th.join();
   REQUIRE(reader.wait_for(bursts * per_burst, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
   Received got = reader.result();
   REQUIRE(got.lengths.size() == static_cast<size_t>(bursts * per_burst));
-  // Every read has its record, or is counted. The one loss allowed: on 6.18
-  // a reader on the other CPU can take a datagram between its queueing and
-  // the data-ready call that announces it (batched producers widen that
-  // window), and no hook names the skb a UDP read took; netlatd counts that
-  // read as untracked_dequeue. Seen in a few per cent of runs, one or two
-  // datagrams of the 320.
-  const uint64_t lost = t.drops["untracked_dequeue"];
-  CHECK(t.packets + lost == got.lengths.size());
-  CHECK(lost <= 3);
-  // Records in the order the reads returned, each with the length read:
-  // aligned by skipping exactly the reads counted as lost, never more.
+  const uint64_t lost = t.untracked_reads + t.ambiguous_reads;
+  INFO("untracked reads " << t.untracked_reads << ", ambiguous reads " << t.ambiguous_reads
+                          << ", records without a reader " << t.reader_unknown);
+  std::vector<const json *> named;
+  for (const json &o : t.outliers)
+    if (o.contains("reader_tid"))
+      named.push_back(&o);
+  // Every read has a record naming it, or is counted.
+  CHECK(named.size() + lost == got.lengths.size());
+  CHECK(t.reader_unknown <= t.ambiguous_reads);
+  // Named records in the order the reads returned, each with the length
+  // read: aligned by skipping exactly the reads counted, never more.
   size_t k = 0, skipped = 0, wrong = 0;
   for (size_t i = 0; i < got.lengths.size(); i++) {
-    if (k < t.outliers.size() && t.outliers[k]["len"].get<uint32_t>() == got.lengths[i]) {
+    if (k < named.size() && (*named[k])["len"].get<uint32_t>() == got.lengths[i]) {
       k++;
     } else if (skipped < lost) {
       skipped++;
     } else {
-      if (getenv("NETLATD_TEST_VERBOSE") && wrong < 3) {
-        std::string rd, rec;
-        for (size_t j = (i > 5 ? i - 5 : 0); j < std::min(i + 6, got.lengths.size()); j++)
-          rd += std::to_string(got.lengths[j]) + " ";
-        for (size_t j = (k > 5 ? k - 5 : 0); j < std::min(k + 6, t.outliers.size()); j++)
-          rec += std::to_string(t.outliers[j]["len"].get<uint32_t>()) + "@" +
-                 std::to_string(t.outliers[j]["rx_cpu"].get<int>()) + " ";
-        std::fprintf(stderr, "at read %zu: %s\n  record %zu: %s\n", i, rd.c_str(), k, rec.c_str());
-      }
       wrong++;
       k++;
     }
   }
   CHECK(wrong == 0);
-  CHECK(k == t.outliers.size());
+  CHECK(k == named.size());
   CHECK(t.unordered == 0);
-  // The on-CPU stamp is the reader's switch-in, the CPU's last traced
-  // sched_switch. On the machines we test on, the sandbox agent's threads
-  // (pid 1's) are switched in with a sched_switch event but out without one
-  // (the kernel's own event shows it too): a reader switched in from one of
-  // them has no traced switch-in, and its reads until the next switch carry no
-  // on-CPU stamp (nor the sock_queue stage, which ends there). One burst's
-  // reads at most in the runs seen; the stamp is left out, never guessed.
-  const uint64_t no_oncpu = t.packets - t.stage_count["oncpu"];
-  CHECK(no_oncpu <= 2 * per_burst);
+  // A read that found its datagram already queued (the reader was not asleep
+  // in the call) has no call start on a kernel without fentry: its sock_queue
+  // and oncpu are left out, never guessed; in_socket holds what it spent in
+  // the socket. Back-to-back bursts leave many such reads. A record without
+  // a reader still has its packet's own stages.
   for (const char *s : kStages) {
     INFO(s);
-    if (std::string(s) == "oncpu" || std::string(s) == "sock_queue")
-      CHECK(t.stage_count[s] == t.packets - no_oncpu);
-    else
+    const std::string name(s);
+    if (name == "oncpu" || name == "sock_queue")
+      CHECK(t.stage_count[s] <= named.size());
+    else if (name == "softirq" || name == "netif_receive")
       CHECK(t.stage_count[s] == t.packets);
+    else
+      CHECK(t.stage_count[s] == named.size());
   }
   for (auto &[name, v] : t.drops) {
     INFO(name);
-    if (name == "untracked_dequeue")
-      continue;
-    // A lost datagram's in-flight entry is reclaimed (and counted) once more
-    // when its skb address is reused or the entry expires.
+    // A datagram read before its push leaves its in-flight entry to expire.
     if (name == "unjoined_reused" || name == "unjoined_expired")
       CHECK(v <= lost);
     else
       CHECK(v == 0);
   }
+  std::fprintf(stderr, "bursts from %d CPU(s): %zu reads, %zu named, %lu ambiguous, %lu untracked\n", senders,
+               got.lengths.size(), named.size(), static_cast<unsigned long>(t.ambiguous_reads),
+               static_cast<unsigned long>(t.untracked_reads));
+  return {got.lengths.size(), named.size(), t.ambiguous_reads, t.untracked_reads};
+}
+
+TEST_CASE("UDP bursts from one CPU: every read named, each the datagram it returned", "[bpf][udp]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  // One CPU feeds the socket: its data-ready calls run in queue order, so a
+  // read finds its datagram's slot whenever the queue still holds a later
+  // one; with the queue drained it waits a moment for the producer. A read
+  // can still take a datagram before its data-ready call runs (6.18 queues a
+  // batch, unlocks, then calls data-ready): a few in some runs.
+  BurstResult r = run_bursts(5302, 1);
+  // Measured: 0-6 of 320 over 48 runs (a read that overtakes its data-ready
+  // call, and one more of its burst's equal lengths until that call runs).
+  CHECK(r.ambiguous + r.untracked <= r.reads / 40);
+}
+
+TEST_CASE("UDP bursts from two CPUs at once: every record right, the rest counted", "[bpf][udp]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  // Two CPUs queueing to one socket: a datagram dequeued before its
+  // data-ready call ran can be older than a later one's slot until that call
+  // runs, so a read is named only once the producer side is quiet, which it
+  // waits a moment for: a few reads are left ambiguous (counted, never
+  // guessed; docs/JOIN.md).
+  BurstResult r = run_bursts(5303, 2);
+  // Measured: 316-320 of 320 named over 24 runs.
+  CHECK(r.named >= r.reads * 9 / 10);
 }
 
 TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
@@ -242,7 +214,7 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   send_tcp(net.tx_ns, 4, net.rx_addr, tcp_port, writes, 100, 1000);
   REQUIRE(udp6.wait_for(n6, 10000));
   REQUIRE(tcp.wait_for(static_cast<uint64_t>(writes) * 100, 10000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
 
   CHECK(t.udp == n6);
   // Each write is one segment with TCP_NODELAY and 1 ms gaps, unless the
@@ -251,10 +223,20 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   CHECK(t.tcp <= writes);
   CHECK(t.packets == t.udp + t.tcp);
   CHECK(t.unordered == 0);
+  // 1 ms apart, the readers are asleep in their calls for nearly every packet;
+  // one that finds its packet already there has no call start on 6.18, and
+  // its sock_queue and oncpu are left out, never guessed.
   for (const char *s : kStages) {
     INFO(s);
-    CHECK(t.stage_count[s] == t.packets);
+    const std::string name(s);
+    if (name == "sock_queue" || name == "oncpu") {
+      CHECK(t.stage_count[s] <= t.packets);
+      CHECK(t.stage_count[s] >= t.packets * 9 / 10);
+    } else {
+      CHECK(t.stage_count[s] == t.packets);
+    }
   }
+  CHECK(t.stage_count["sock_queue"] == t.stage_count["oncpu"]);
 }
 
 TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp][lo]") {
@@ -270,7 +252,7 @@ TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp
   send_udp("", 4, "127.0.0.1", port + 1, 50, 64, 500);
   REQUIRE(reader.wait_for(150, 10000));
   REQUIRE(other.wait_for(50, 10000));
-  Totals t = stop(nl.proc());
+  Totals t = stop_netlatd(nl.proc());
   CHECK(t.packets == 150);
   CHECK(t.stage_count["total"] == 150);
 }
@@ -306,7 +288,7 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
   }
   const int n = bursts * per_burst;
   REQUIRE(reader.wait_for(static_cast<uint64_t>(n), 20000));
-  Totals t = stop(nl->proc());
+  Totals t = stop_netlatd(nl->proc());
   Received got = reader.result();
   REQUIRE(got.kernel_to_user_ns.size() == static_cast<size_t>(n));
   REQUIRE(t.outliers.size() == static_cast<size_t>(n));
@@ -324,10 +306,18 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
     CHECK(t.outliers[i]["reader_comm"].get<std::string>() == self_comm());
     CHECK(t.outliers[i]["reader_pid"].get<int>() == static_cast<int>(getpid()));
     if (t.outliers[i]["woken"].get<bool>()) {
-      // The wake-up lies between the enqueue and the reader's switch-in.
+      // The wake-up lies after the enqueue, and before the reader's
+      // switch-in when that is traced (see the bursts test on untraced ones).
       REQUIRE(off.contains("wakeup"));
       CHECK(off["wakeup"].get<double>() >= off["sock_queue"].get<double>());
-      CHECK(off["wakeup"].get<double>() <= off["oncpu"].get<double>());
+      // Asleep in recvmsg: the read starts at that switch-in.
+      CHECK(t.outliers[i]["slept_in_call"].get<bool>());
+      if (off.contains("switch_in")) {
+        CHECK(off["wakeup"].get<double>() <= off["switch_in"].get<double>());
+        CHECK(off["read_start"] == off["switch_in"]);
+      } else {
+        CHECK_FALSE(off.contains("read_start"));
+      }
       p.woken++;
     }
   }

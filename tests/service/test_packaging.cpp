@@ -20,6 +20,7 @@
 
 namespace fs = std::filesystem;
 using Catch::Matchers::ContainsSubstring;
+using nltest::read_file;
 
 namespace {
 
@@ -32,13 +33,6 @@ std::string quote(const fs::path &p) { return "'" + p.string() + "'"; }
 
 bool on_path(const std::string &tool) {
   return std::system(("command -v " + tool + " >/dev/null 2>&1").c_str()) == 0;
-}
-
-std::string read_file(const fs::path &p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::string trim(std::string s) {

@@ -20,17 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using nltest::read_file;
 using nltest::TempDir;
 
 const fs::path kSource = NETLATD_SOURCE_DIR;
-
-std::string read_file(const fs::path &p) {
-  std::ifstream in(p);
-  REQUIRE(in);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 void write_file(const fs::path &p, const std::string &text) {
   std::ofstream out(p);

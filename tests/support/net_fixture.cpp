@@ -124,6 +124,13 @@ void VethNamespaces::recreate() {
     throw std::runtime_error("cannot re-create the veth pair");
 }
 
+void VethNamespaces::set_mtu(int mtu) {
+  const std::string m = std::to_string(mtu);
+  if (sh("ip -n " + rx_ns + " link set " + rx_if + " mtu " + m + " && ip -n " + tx_ns + " link set " + tx_if +
+         " mtu " + m) != 0)
+    throw std::runtime_error("cannot set the veth MTU to " + m);
+}
+
 uint32_t VethNamespaces::rx_ifindex() const {
   std::string out = sh_output("ip -n " + rx_ns + " -o link show dev " + rx_if);
   return static_cast<uint32_t>(std::strtoul(out.c_str(), nullptr, 10));

@@ -34,6 +34,8 @@ public:
   uint32_t rx_netns_inode() const; // inode of rx_ns
   // Deletes and re-creates the pair (new ifindex), same names and addresses.
   void recreate();
+  // Both ends' MTU (jumbo frames: datagrams of up to mtu - 48 bytes unfragmented).
+  void set_mtu(int mtu);
 
 private:
   void create();

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -31,10 +32,17 @@ Process::Process(std::vector<std::string> argv, std::vector<std::string> env) {
   if (!mkdtemp(tmpl))
     throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
+  const pid_t parent = getpid();
   pid_ = fork();
   if (pid_ < 0)
     throw std::runtime_error("fork failed");
   if (pid_ == 0) {
+    // A test killed outright runs no destructor: its children die with it
+    // rather than live on holding the kernel-tests lock (they inherit its fd
+    // from flock) and their BPF programs.
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent)
+      _exit(127);
     int out = open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int err = open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     int in = open("/dev/null", O_RDONLY);

@@ -4,6 +4,8 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <vector>
 
@@ -21,6 +23,15 @@ CommandResult run_command(const std::string &command) {
   const int st = ::pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+std::string read_file(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw std::runtime_error("cannot read " + path.string());
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 TempDir::TempDir(const std::string &prefix) {

@@ -1,6 +1,6 @@
 #pragma once
-// Small things the service tests share: a shell command's status and output,
-// and a scratch directory removed with everything in it.
+// Small things the tests share: a shell command's status and output, a
+// file's contents, and a scratch directory removed with everything in it.
 #include <filesystem>
 #include <string>
 
@@ -13,6 +13,9 @@ struct CommandResult {
 
 // Runs `command` with sh -c; stderr is folded into the output.
 CommandResult run_command(const std::string &command);
+
+// The whole file; throws std::runtime_error if it cannot be read.
+std::string read_file(const std::filesystem::path &path);
 
 // `prefix` + a unique suffix under /tmp; throws std::runtime_error if it
 // cannot be made.

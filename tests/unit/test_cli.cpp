@@ -234,3 +234,31 @@ TEST_CASE("not permitted exits 77; unknown interface 68", "[cli]") {
     CHECK(e.code == 77);
   }
 }
+
+TEST_CASE("bad --irq exits 64 with one line; irq in the config file", "[cli][config][irq]") {
+  for (const char *bad : {"abc", "24,", ",24", "24,,25", "-3", "30-24", "24-", "8192", "99999999999999999999", "",
+                          " 24", "0x18"}) {
+    INFO(bad);
+    auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--irq", bad});
+    CHECK(e.code == 64);
+    CHECK(e.err.rfind("netlatd: error: --irq: ", 0) == 0);
+    CHECK(lines(e.err) == 1);
+  }
+  auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--irq", "9000"});
+  CHECK(e.err == "netlatd: error: --irq: IRQ 9000 is above 8191, the highest netlatd can trace\n");
+
+  auto cl = parse({"--iface", "lo", "--port", "1", "--irq", "26,24-25", "--irq", "40"});
+  CHECK(cl.options.irqs == std::vector<int>{24, 25, 26, 40});
+  TempFile cfg("iface = \"eth0\"\nports = [5000]\nirq = [25, 24]\n");
+  CHECK(parse({"--config", cfg.path.c_str()}).options.irqs == std::vector<int>{24, 25});
+  CHECK(parse({"--config", cfg.path.c_str(), "--irq", "30"}).options.irqs == std::vector<int>{30});
+
+  TempFile bad("iface = \"eth0\"\nports = [5000]\nirq = [24, 9000]\n");
+  e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + bad.path + ":3:12: irq: IRQ 9000 is above 8191, the highest netlatd can trace\n");
+  TempFile not_list("iface = \"eth0\"\nports = [5000]\nirq = \"24\"\n");
+  e = run_netlatd({"--config", not_list.path});
+  CHECK(e.code == 78);
+  CHECK(lines(e.err) == 1);
+}

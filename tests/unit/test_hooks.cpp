@@ -16,10 +16,13 @@ namespace {
 class FakeKernel : public KernelFeatures {
 public:
   bool fentry = false, tp_btf = true;
-  std::set<std::string> tracepoints = {"irq_handler_entry", "softirq_raise", "softirq_entry", "softirq_exit",
-                                       "netif_receive_skb", "tcp_probe",     "kfree_skb",     "sched_waking",
-                                       "sched_switch",      "skb_copy_datagram_iovec"};
-  std::set<std::string> functions = {"__udp_enqueue_schedule_skb", "sock_recvmsg"};
+  std::set<std::string> tracepoints = {
+      "irq_handler_entry", "irq_handler_exit", "softirq_raise",          "softirq_entry",
+      "softirq_exit",      "napi_poll",        "netif_receive_skb",      "tcp_probe",
+      "kfree_skb",         "sched_waking",     "sched_switch",           "skb_copy_datagram_iovec",
+      "tcp_rcv_space_adjust", "udp_fail_queue_rcv_skb"};
+  std::set<std::string> functions = {"__udp_enqueue_schedule_skb", "sock_recvmsg", "skb_consume_udp"};
+  std::set<std::string> members;  // "struct.member"
 
   bool has_vmlinux_btf() const override { return true; }
   bool has_ringbuf() const override { return true; }
@@ -33,11 +36,17 @@ public:
     return false;
   }
   std::string kernel_release() const override { return "test"; }
+  bool has_member(std::string_view strct, std::string_view member) const override {
+    return members.count(std::string(strct) + "." + std::string(member)) > 0;
+  }
 };
 
+// This machine's kernel: every tracepoint, fentry refused, 6.18's UDP
+// producer queues.
 FakeKernel kernel_6_18() {
   FakeKernel k;
   k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
+  k.members.insert("udp_sock.udp_prod_queue");
   return k;
 }
 
@@ -47,31 +56,83 @@ FakeKernel kernel_6_1() {
   return k;
 }
 
+// Debian's 6.12: the sock tracepoints and fentry.
+FakeKernel kernel_6_12() {
+  FakeKernel k;
+  k.fentry = true;
+  k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
+  return k;
+}
+
 }  // namespace
 
-TEST_CASE("6.18 profile: tracepoints everywhere, no fentry", "[hooks]") {
+TEST_CASE("6.18 profile: tracepoints everywhere, no fentry: UDP joined by queue order", "[hooks]") {
   HookPlan plan = choose_hooks(kernel_6_18());
   REQUIRE(plan.runnable());
   CHECK(plan.label(Point::UdpEnqueue) == "tp_btf/sk_data_ready");
   CHECK(plan.label(Point::RecvReturn) == "tp_btf/sock_recv_length");
   CHECK(plan.label(Point::NetifReceiveSkb) == "tp_btf/netif_receive_skb");
-  for (const HookChoice &c : plan.choices) {
-    REQUIRE(c.chosen);
-    CHECK(c.chosen->kind == AttachKind::TpBtf);
-  }
+  CHECK(plan.label(Point::TcpCopied) == "tp_btf/tcp_rcv_space_adjust");
+  CHECK(plan.udp_join == UdpJoin::OrderProdq);
+  CHECK_FALSE(plan.has(Point::RecvCallStart));
+  CHECK_FALSE(plan.has(Point::UdpConsume));
+  // Only needed where the slot is made before the datagram is queued.
+  CHECK_FALSE(plan.has(Point::UdpEnqueueFailed));
+  for (const HookChoice &c : plan.choices)
+    if (c.chosen)
+      CHECK(c.chosen->kind == AttachKind::TpBtf);
+  ReportHeader h;
+  fill_stage_hooks(h, plan, 1);
+  CHECK(h.stages[static_cast<size_t>(Stage::OnCpu)].start_hook == "tp_btf/sched_switch");
 }
 
-TEST_CASE("6.1 profile: the sock tracepoints fall back to fexit", "[hooks]") {
+TEST_CASE("6.1 profile: the sock tracepoints fall back to fentry/fexit, and fentry names the datagram", "[hooks]") {
   HookPlan plan = choose_hooks(kernel_6_1());
   REQUIRE(plan.runnable());
   CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::UdpEnqueueFailed) == "tp_btf/udp_fail_queue_rcv_skb");
   CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
+  CHECK(plan.label(Point::RecvCallStart) == "fentry/sock_recvmsg");
   CHECK(plan.label(Point::TcpEnqueue) == "tp_btf/tcp_probe");
+  CHECK(plan.udp_join == UdpJoin::Consume);
   ReportHeader h;
   fill_stage_hooks(h, plan, 1);
   for (Stage s : kAllStages)
     CHECK(h.stages[static_cast<size_t>(s)].applicable);
   CHECK(h.stages[static_cast<size_t>(Stage::OnCpu)].end_hook == "fexit/sock_recvmsg");
+  CHECK(h.stages[static_cast<size_t>(Stage::OnCpu)].start_hook == "fentry/sock_recvmsg|tp_btf/sched_switch");
+}
+
+TEST_CASE("6.12 profile: tracepoints where they exist, fentry for what only it gives", "[hooks]") {
+  HookPlan plan = choose_hooks(kernel_6_12());
+  REQUIRE(plan.runnable());
+  // Before the datagram is queued: no read can overtake its slot.
+  CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
+  CHECK(plan.label(Point::UdpEnqueueFailed) == "tp_btf/udp_fail_queue_rcv_skb");
+  CHECK(plan.label(Point::RecvReturn) == "tp_btf/sock_recv_length");
+  CHECK(plan.label(Point::UdpConsume) == "fentry/skb_consume_udp");
+  CHECK(plan.label(Point::RecvCallStart) == "fentry/sock_recvmsg");
+  CHECK(plan.udp_join == UdpJoin::Consume);
+}
+
+TEST_CASE("without fentry or 6.18's producer queues, UDP is joined by order without lag detection", "[hooks]") {
+  FakeKernel k = kernel_6_18();
+  k.members.clear();
+  HookPlan plan = choose_hooks(k);
+  REQUIRE(plan.runnable());
+  CHECK(plan.udp_join == UdpJoin::Order);
+}
+
+TEST_CASE("an IRQ stamp needs the handler's exit and the NET_RX raise", "[hooks]") {
+  FakeKernel k = kernel_6_18();
+  k.tracepoints.erase("irq_handler_exit");
+  HookPlan plan = choose_hooks(k);
+  CHECK_FALSE(plan.has(Point::IrqHandlerEntry));
+  CHECK_FALSE(plan.has(Point::IrqHandlerExit));
+  ReportHeader h;
+  fill_stage_hooks(h, plan, 2);
+  CHECK_FALSE(h.stages[static_cast<size_t>(Stage::Irq)].applicable);
+  CHECK(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
 }
 
 TEST_CASE("without tp_btf only the fexit stand-ins remain, and they do not suffice", "[hooks]") {
@@ -90,6 +151,7 @@ TEST_CASE("a kernel with neither sock tracepoints nor fentry cannot run", "[hook
   HookPlan plan = choose_hooks(k);
   CHECK_FALSE(plan.runnable());
   CHECK(plan.missing_required == std::vector<std::string>{"udp_enqueue", "recv_return"});
+  CHECK_FALSE(plan.has(Point::UdpConsume));
 }
 
 TEST_CASE("irq stage is not applicable on an interface without IRQ lines", "[hooks]") {

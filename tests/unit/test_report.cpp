@@ -20,15 +20,18 @@ namespace {
 
 constexpr uint8_t kUdp = 17, kTcp = 6;
 
-// Loopback-shaped packet: no IRQ stamp; stage durations chosen by the caller.
+// Loopback-shaped packet read by a reader already waiting in its receive call
+// (called before the packet came, on CPU again `queue` after it was queued):
+// no IRQ stamp; stage durations chosen by the caller.
 netlatd_packet lo_packet(uint64_t t0, uint64_t softirq, uint64_t netif, uint64_t queue,
                          uint64_t oncpu, uint8_t proto = kUdp) {
   netlatd_packet p{};
+  p.stamp_ns[NETLATD_STAMP_CALL_START] = t0 - 1;
   p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = t0;
   p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = t0 + 100;
   p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = t0 + 100 + softirq;
   p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = t0 + 100 + softirq + netif;
-  p.stamp_ns[NETLATD_STAMP_ONCPU] = t0 + 100 + softirq + netif + queue;
+  p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = t0 + 100 + softirq + netif + queue;
   p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = t0 + 100 + softirq + netif + queue + oncpu;
   p.l4proto = proto;
   p.dport = 5000;
@@ -48,6 +51,7 @@ ReportHeader lo_header() {
                             {"tp_btf/netif_receive_skb", "tp_btf/sk_data_ready"},
                             {"tp_btf/sk_data_ready", "tp_btf/sched_switch"},
                             {"tp_btf/sched_switch", "tp_btf/sock_recv_length"},
+                            {"tp_btf/sk_data_ready", "tp_btf/sock_recv_length"},
                             {"tp_btf/softirq_raise", "tp_btf/sock_recv_length"}};
   for (size_t i = 0; i < kStageCount; ++i) {
     h.stages[i].start_hook = hooks[i][0];
@@ -136,7 +140,7 @@ TEST_CASE("IntervalAggregator counts protocols and records known stages", "[repo
   }
   SECTION("a missing stamp leaves only its stages unrecorded") {
     netlatd_packet partial = lo_packet(4'000'000, 1'000, 1'000, 1'000, 1'000);
-    partial.stamp_ns[NETLATD_STAMP_ONCPU] = 0;
+    partial.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
     agg.add(partial);
     REQUIRE(agg.stage(Stage::SockQueue).count() == 3);
     REQUIRE(agg.stage(Stage::OnCpu).count() == 3);
@@ -185,7 +189,7 @@ TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "
   const json j = json::parse(line);
 
   REQUIRE(j["type"] == "interval");
-  REQUIRE(j["schema"] == 1);
+  REQUIRE(j["schema"] == 2);
   REQUIRE(j["time"] == "2026-11-22T10:00:01.500Z");
   REQUIRE(j["start"] == "2026-11-22T10:00:00.000Z");
   REQUIRE(j["interval_s"].get<double>() == 1.5);
@@ -268,7 +272,7 @@ TEST_CASE("format_json_line: applicable stage without samples has count 0 and no
           "[report][json]") {
   IntervalAggregator agg;
   netlatd_packet p = lo_packet(1'000'000, 1'000, 1'000, 1'000, 1'000);
-  p.stamp_ns[NETLATD_STAMP_ONCPU] = 0;
+  p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
   agg.add(p);
   IntervalReport r;
   r.start = at(2026, 1, 1, 0, 0, 0, 0);
@@ -298,7 +302,7 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = base + 4'000;
   p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = base + 9'000;
   p.stamp_ns[NETLATD_STAMP_WAKEUP] = base + 9'200;
-  p.stamp_ns[NETLATD_STAMP_ONCPU] = base + 2'009'000;
+  p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = base + 2'009'000;
   p.stamp_ns[NETLATD_STAMP_COPY] = base + 2'010'000;
   p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = base + 2'012'345;
   p.rx_cpu = 1;
@@ -310,7 +314,8 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   p.ifindex = 2;
   p.dport = 5001;
   p.l4proto = kTcp;
-  p.flags = NETLATD_PKT_IPV6 | NETLATD_PKT_TCP | NETLATD_PKT_WOKEN;
+  p.sport = 40123;
+  p.flags = NETLATD_PKT_IPV6 | NETLATD_PKT_TCP | NETLATD_PKT_WOKEN | NETLATD_PKT_SLEPT_IN_CALL;
 
   const ReportHeader h = lo_header();
   const auto wall = at(2026, 11, 22, 10, 0, 0, 0);
@@ -321,7 +326,7 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   REQUIRE(line.find('\n') == std::string::npos);
   const json j = json::parse(line);
   REQUIRE(j["type"] == "outlier");
-  REQUIRE(j["schema"] == 1);
+  REQUIRE(j["schema"] == 2);
   REQUIRE(j["time"] == "2026-11-22T10:00:00.002Z");  // recv_return, ms precision
   REQUIRE(j["host"] == "testhost");
   REQUIRE(j["iface"] == "lo");
@@ -335,7 +340,15 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   REQUIRE(j["stamps"]["irq"] == "2026-11-22T10:00:00.000000000Z");
   REQUIRE(j["stamps"]["recv_return"] == "2026-11-22T10:00:00.002012345Z");
   REQUIRE_FALSE(j["stamps"].contains("softirq_raise"));  // 0 = not seen
-  REQUIRE(j["stamps"].size() == 8);
+  REQUIRE_FALSE(j["stamps"].contains("call_start"));
+  // Asleep in its call when the packet came: the read starts at its switch-in.
+  REQUIRE(j["stamps"]["read_start"] == j["stamps"]["switch_in"]);
+  REQUIRE(j["stamps"].size() == 9);
+  REQUIRE(j["stamps_mono_ns"]["irq"] == base);
+  REQUIRE(j["stamps_mono_ns"]["recv_return"] == base + 2'012'345);
+  REQUIRE(j["stamps_mono_ns"].size() == 9);
+  REQUIRE(j["sport"] == 40123);
+  REQUIRE(j["slept_in_call"] == true);
   REQUIRE(j["offsets_ns"]["irq"] == 0);
   REQUIRE(j["offsets_ns"]["wakeup"] == 9'200);
   REQUIRE(j["offsets_ns"]["copy"] == 2'010'000);
@@ -367,7 +380,24 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
     REQUIRE(k["woken"] == false);
     REQUIRE_FALSE(k["stages"].contains("netif_receive"));
     REQUIRE_FALSE(k["stages"].contains("sock_queue"));
-    REQUIRE(k["stages"]["oncpu"] == 3'345);
+    // Without the queueing and the sleep in the call, where the read
+    // started is unknown: oncpu is left out, not guessed.
+    REQUIRE_FALSE(k["stages"].contains("oncpu"));
+    REQUIRE_FALSE(k["stamps"].contains("read_start"));
+  }
+  SECTION("a packet whose reader cannot be named carries its own stamps only") {
+    for (int st : {NETLATD_STAMP_WAKEUP, NETLATD_STAMP_SWITCH_IN, NETLATD_STAMP_CALL_START, NETLATD_STAMP_COPY,
+                   NETLATD_STAMP_RECV_RETURN})
+      p.stamp_ns[st] = 0;
+    p.reader_unknown = NETLATD_READER_AMBIGUOUS;
+    const json k = json::parse(format_outlier_json_line(h, p, offset));
+    REQUIRE(k["reader_unknown"] == "ambiguous");
+    for (const char *key : {"reader_pid", "reader_tid", "reader_comm", "reader_cpu", "woken"})
+      REQUIRE_FALSE(k.contains(key));
+    REQUIRE(k["stages"]["netif_receive"] == 5'000);
+    for (const char *stage : {"sock_queue", "oncpu", "in_socket", "total"})
+      REQUIRE_FALSE(k["stages"].contains(stage));
+    REQUIRE_FALSE(k.contains("total_ns"));
   }
   SECTION("stamps near 2^63 (none a kernel writes) still give a line, without overflow") {
     // Plus the offset, they pass INT64_MAX: the asan tier's UBSan fails a

@@ -11,7 +11,9 @@ using namespace netlatd;
 
 namespace {
 
-// A UDP packet through a NIC: every stamp but COPY (linear UDP skips it).
+// A UDP packet through a NIC, read by a reader asleep in its receive call
+// (woken by the socket, no hook for the call's start): every stamp but COPY
+// (linear UDP skips it) and CALL_START.
 netlatd_packet full_packet() {
   netlatd_packet p{};
   p.stamp_ns[NETLATD_STAMP_IRQ] = 1'000'000;
@@ -20,8 +22,9 @@ netlatd_packet full_packet() {
   p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = 1'005'000;
   p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 1'009'000;
   p.stamp_ns[NETLATD_STAMP_WAKEUP] = 1'009'500;
-  p.stamp_ns[NETLATD_STAMP_ONCPU] = 1'030'000;
+  p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 1'030'000;
   p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = 1'034'000;
+  p.flags = NETLATD_PKT_WOKEN | NETLATD_PKT_SLEPT_IN_CALL;
   p.l4proto = 17;
   return p;
 }
@@ -29,7 +32,7 @@ netlatd_packet full_packet() {
 }  // namespace
 
 TEST_CASE("stage names round-trip and descriptions are distinct", "[stages]") {
-  const char *expected[] = {"irq", "softirq", "netif_receive", "sock_queue", "oncpu", "total"};
+  const char *expected[] = {"irq", "softirq", "netif_receive", "sock_queue", "oncpu", "in_socket", "total"};
   std::set<std::string> descriptions;
   for (size_t i = 0; i < kStageCount; ++i) {
     REQUIRE(stage_name(kAllStages[i]) == expected[i]);
@@ -49,24 +52,74 @@ TEST_CASE("stamp names", "[stages]") {
   REQUIRE(stamp_name(NETLATD_STAMP_RECEIVE_SKB) == "netif_receive_skb");
   REQUIRE(stamp_name(NETLATD_STAMP_SOCK_QUEUE) == "sock_queue");
   REQUIRE(stamp_name(NETLATD_STAMP_WAKEUP) == "wakeup");
-  REQUIRE(stamp_name(NETLATD_STAMP_ONCPU) == "oncpu");
+  REQUIRE(stamp_name(NETLATD_STAMP_SWITCH_IN) == "switch_in");
+  REQUIRE(stamp_name(NETLATD_STAMP_CALL_START) == "call_start");
   REQUIRE(stamp_name(NETLATD_STAMP_COPY) == "copy");
   REQUIRE(stamp_name(NETLATD_STAMP_RECV_RETURN) == "recv_return");
+  REQUIRE(stamp_name(NETLATD_STAMP_SYSCALL_EXIT) == "syscall_exit");
 }
 
-TEST_CASE("stages start and end at the documented stamps", "[stages]") {
-  REQUIRE(start_stamp(Stage::Irq) == NETLATD_STAMP_IRQ);
-  REQUIRE(end_stamp(Stage::Irq) == NETLATD_STAMP_SOFTIRQ_ENTRY);
-  REQUIRE(start_stamp(Stage::Softirq) == NETLATD_STAMP_SOFTIRQ_ENTRY);
-  REQUIRE(end_stamp(Stage::Softirq) == NETLATD_STAMP_RECEIVE_SKB);
-  REQUIRE(start_stamp(Stage::NetifReceive) == NETLATD_STAMP_RECEIVE_SKB);
-  REQUIRE(end_stamp(Stage::NetifReceive) == NETLATD_STAMP_SOCK_QUEUE);
-  REQUIRE(start_stamp(Stage::SockQueue) == NETLATD_STAMP_SOCK_QUEUE);
-  REQUIRE(end_stamp(Stage::SockQueue) == NETLATD_STAMP_ONCPU);
-  REQUIRE(start_stamp(Stage::OnCpu) == NETLATD_STAMP_ONCPU);
-  REQUIRE(end_stamp(Stage::OnCpu) == NETLATD_STAMP_RECV_RETURN);
-  REQUIRE(start_stamp(Stage::Total) == NETLATD_STAMP_IRQ);
-  REQUIRE(end_stamp(Stage::Total) == NETLATD_STAMP_RECV_RETURN);
+TEST_CASE("the read starts at the call, or for a reader asleep in it at its switch-in", "[stages][read_start]") {
+  netlatd_packet p = full_packet();
+  const uint64_t queued = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+
+  SECTION("asleep in the call, no call-start hook: its switch-in after the wake-up") {
+    REQUIRE(read_start(p) == p.stamp_ns[NETLATD_STAMP_SWITCH_IN]);
+  }
+  SECTION("not asleep in a receive call (an epoll waiter), no call-start hook: unknown") {
+    p.flags = NETLATD_PKT_WOKEN;
+    REQUIRE_FALSE(read_start(p).has_value());
+    REQUIRE_FALSE(stage_duration(p, Stage::SockQueue).has_value());
+    REQUIRE_FALSE(stage_duration(p, Stage::OnCpu).has_value());
+    // What the packet spent in the socket is still known.
+    REQUIRE(stage_duration(p, Stage::InSocket) == 25'000u);
+  }
+  SECTION("a reader already running (no wake-up) with no call-start hook: unknown, never its switch-in") {
+    p.flags = 0;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = queued - 50'000;
+    REQUIRE_FALSE(read_start(p).has_value());
+  }
+  SECTION("a call started after the packet was queued (an event loop): the call's start") {
+    p.flags = 0;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = queued - 50'000;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued + 70'000;
+    p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = queued + 73'000;
+    REQUIRE(read_start(p) == queued + 70'000);
+    // The application's 70 µs before its call are the packet's wait, not the read's.
+    REQUIRE(stage_duration(p, Stage::SockQueue) == 70'000u);
+    REQUIRE(stage_duration(p, Stage::OnCpu) == 3'000u);
+  }
+  SECTION("a call waiting when the packet came, switched in after it: that switch-in") {
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 900'000;
+    REQUIRE(read_start(p) == p.stamp_ns[NETLATD_STAMP_SWITCH_IN]);
+  }
+  SECTION("a call waiting when the packet came, on CPU all along (busy polling): the queueing") {
+    p.flags = 0;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;  // never asleep, so never woken
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = queued - 500'000;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 200'000;
+    REQUIRE(read_start(p) == queued);
+    REQUIRE(stage_duration(p, Stage::SockQueue) == 0u);
+  }
+  SECTION("a call waiting when the packet came, its switch-in not traced: unknown") {
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 900'000;
+    REQUIRE_FALSE(read_start(p).has_value());
+  }
+  SECTION("a call that began after the enqueue stamp but still slept for the data: its switch-in") {
+    // The enqueue hook may run just before the datagram is queued (fentry):
+    // a call in between finds nothing yet and sleeps.
+    p.flags = NETLATD_PKT_WOKEN;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued + 100;
+    REQUIRE(read_start(p) == p.stamp_ns[NETLATD_STAMP_SWITCH_IN]);
+    REQUIRE(stamps_ordered(p));
+  }
+  SECTION("no queueing stamp: unknown") {
+    p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 0;
+    REQUIRE_FALSE(read_start(p).has_value());
+  }
 }
 
 TEST_CASE("durations of a complete packet", "[stages]") {
@@ -76,6 +129,7 @@ TEST_CASE("durations of a complete packet", "[stages]") {
   REQUIRE(stage_duration(p, Stage::NetifReceive) == 4'000u);
   REQUIRE(stage_duration(p, Stage::SockQueue) == 21'000u);
   REQUIRE(stage_duration(p, Stage::OnCpu) == 4'000u);
+  REQUIRE(stage_duration(p, Stage::InSocket) == 25'000u);
   REQUIRE(stage_duration(p, Stage::Total) == 34'000u);
   // The consecutive stages cover total exactly.
   uint64_t sum = 0;
@@ -90,11 +144,12 @@ TEST_CASE("a missing stamp gives no duration, not zero", "[stages]") {
   p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = 0;
   REQUIRE_FALSE(stage_duration(p, Stage::NetifReceive).has_value());
   REQUIRE_FALSE(stage_duration(p, Stage::SockQueue).has_value());
+  REQUIRE_FALSE(stage_duration(p, Stage::InSocket).has_value());
   // Stages not touching the missing stamp are unaffected.
   REQUIRE(stage_duration(p, Stage::Softirq) == 3'000u);
-  REQUIRE(stage_duration(p, Stage::OnCpu) == 4'000u);
   REQUIRE(stage_duration(p, Stage::Total) == 34'000u);
 
+  p = full_packet();
   p.stamp_ns[NETLATD_STAMP_RECV_RETURN] = 0;
   REQUIRE_FALSE(stage_duration(p, Stage::OnCpu).has_value());
   REQUIRE_FALSE(stage_duration(p, Stage::Total).has_value());
@@ -106,9 +161,10 @@ TEST_CASE("a missing stamp gives no duration, not zero", "[stages]") {
 
 TEST_CASE("equal stamps give a real zero duration", "[stages]") {
   netlatd_packet p = full_packet();
-  // A reader already on CPU may be stamped at the same instant the packet queued.
+  // A call that starts the very nanosecond the packet is queued.
+  p.flags = 0;
   p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
-  p.stamp_ns[NETLATD_STAMP_ONCPU] = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+  p.stamp_ns[NETLATD_STAMP_CALL_START] = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
   REQUIRE(stage_duration(p, Stage::SockQueue) == 0u);
   REQUIRE(stamps_ordered(p));
 }
@@ -169,6 +225,11 @@ TEST_CASE("stamps_ordered skips missing stamps and catches any inversion", "[sta
   p.stamp_ns[NETLATD_STAMP_COPY] = 501;  // after recv_return
   REQUIRE_FALSE(stamps_ordered(p));
   p.stamp_ns[NETLATD_STAMP_COPY] = 400;
+  REQUIRE(stamps_ordered(p));
+
+  // The reader's call and switch-in may come before the packet: not on the path.
+  p.stamp_ns[NETLATD_STAMP_CALL_START] = 10;
+  p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 20;
   REQUIRE(stamps_ordered(p));
 
   // The first stamp later than everything after it.

@@ -1,9 +1,16 @@
 #!/bin/busybox sh
-# /init of the vm test tier's initramfs (built by tests/vm/run_vm_test.py).
-# Everything the host needs to judge the run goes to the serial console
-# between "@@NLVM <WHAT>" marker lines; the host parses them. The guest always
-# ends with "@@NLVM END <reason>" and poweroff, so a failure here is reported,
-# not waited out.
+# /init of the vm test tier's initramfs (built by tests/vm/vm_guest.py).
+# One boot runs every phase in $PHASES, one after the other; a phase is the
+# shell function phase_<name> below. Everything the host needs to judge the
+# run goes to the serial console between "@@NLVM <WHAT>" marker lines; a
+# phase's lines lie between "@@NLVM PHASE-BEGIN <name>" and "@@NLVM PHASE-END
+# <name>", and "@@NLVM READY <name>" asks the host for that phase's traffic.
+# The guest always ends with "@@NLVM END <reason>" and poweroff, so a failure
+# here is reported, not waited out.
+#
+# Adding a phase: a phase_<name> function here (a static binary of its own
+# goes to /bin through run_vm_test.py's --static-bin), and an entry in
+# run_vm_test.py's PHASES (its host traffic, if any, and its judge).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
@@ -18,6 +25,7 @@ mount -t debugfs nodev /sys/kernel/debug
 mount -t tracefs nodev /sys/kernel/tracing
 mount -t bpf bpf /sys/fs/bpf
 . /etc/netlatd-vm.conf
+export LD_LIBRARY_PATH
 
 mark() { echo "@@NLVM $*"; }
 finish() {
@@ -38,12 +46,12 @@ alive() {  # a zombie still answers kill -0, so look at its state
 	s=$(awk '{print $3}' /proc/$1/stat 2>/dev/null)
 	[ -n "$s" ] && [ "$s" != Z ]
 }
-irq_count() {
-	awk '/eth0/ { s = 0; for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i; else break; print s; exit }' /proc/interrupts
-}
+uptime_s() { cut -d' ' -f1 /proc/uptime; }
 
-mark "BOOTED $(uname -r)"
-insmod /lib/e1000.ko || finish "insmod-e1000-failed"
+mark "BOOTED $(uname -r) uptime=$(uptime_s)"
+for m in $NIC_MODULES; do
+	insmod /lib/modules/$m.ko || finish "insmod-$m-failed"
+done
 n=0
 while [ ! -e /sys/class/net/eth0 ] && [ $n -lt 50 ]; do sleep 0.1; n=$((n + 1)); done
 ip link set lo up
@@ -52,18 +60,18 @@ ip addr add 10.0.2.15/24 dev eth0
 ip route add default via 10.0.2.2
 n=0
 while ! grep -q 1 /sys/class/net/eth0/carrier 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-mark "ETH0 carrier=$(cat /sys/class/net/eth0/carrier 2>/dev/null) irq_line=$(awk '/eth0/ {print $1}' /proc/interrupts)"
+mark "ETH0 carrier=$(cat /sys/class/net/eth0/carrier 2>/dev/null) driver=$(basename "$(readlink /sys/class/net/eth0/device/driver)") uptime=$(uptime_s)"
 
-export LD_LIBRARY_PATH
 if [ -n "$GUEST_CMD" ]; then
 	mark "GUEST-CMD-BEGIN"
 	sh -c "$GUEST_CMD" 2>&1
 	mark "GUEST-CMD-END rc=$?"
 fi
 
+# Once per boot: what netlatd makes of this kernel and this NIC (hooks, IRQ lines).
 if [ -n "$NETLATD" ]; then
 	mark "CHECK-BEGIN"
-	timeout 120 $NETLATD --check 2>&1
+	timeout 120 $NETLATD --check --iface eth0 2>&1
 	mark "CHECK-END rc=$?"
 fi
 
@@ -72,25 +80,21 @@ start_nlrx() {
 	nlrx_pid=$!
 	n=0
 	while ! grep -q listening /tmp/nlrx.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-	alive $nlrx_pid || { section NLRX /tmp/nlrx.out; finish "nlrx-failed"; }
+	alive $nlrx_pid || { section NLRX /tmp/nlrx.out; return 1; }
 	# Its UDP thread blocks in recvfrom(), its TCP thread in accept().
 	sleep 0.5
 }
 
-# READER_FIRST=1: the receiver runs before netlatd starts, as a service
-# netlatd is attached to would: its threads sit in recvfrom()/accept() from
-# before netlatd's programs exist.
-[ "$READER_FIRST" = 1 ] && start_nlrx
-
-if [ -n "$NETLATD" ]; then
-	# The guest plays the service manager's notify socket: netlatd is ready
-	# when it sends READY=1 there, as under systemd (Type=notify), which it
-	# does only once its programs are attached and live. Nothing else counts.
+# The guest plays the service manager's notify socket: netlatd is ready when
+# it sends READY=1 there, as under systemd (Type=notify), which it does only
+# once its programs are attached and live. Nothing else counts.
+start_netlatd() {
 	nlrx --notify-wait /run/notify.sock --idle-ms 120000 >/tmp/notify.out 2>&1 &
 	notify_pid=$!
 	n=0
 	while ! grep -q bound /tmp/notify.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
-	t0=$(cut -d' ' -f1 /proc/uptime)
+	t0=$(uptime_s)
+	rm -f /tmp/out.jsonl
 	NOTIFY_SOCKET=/run/notify.sock $NETLATD $NETLATD_ARGS --iface eth0 --port 5000 --port 5001 \
 		--interval 1 --output /tmp/out.jsonl >/tmp/netlatd.out 2>&1 &
 	netlatd_pid=$!
@@ -102,7 +106,6 @@ if [ -n "$NETLATD" ]; then
 		fi
 		sleep 0.1
 	done
-	t1=$(cut -d' ' -f1 /proc/uptime)
 	kill $notify_pid 2>/dev/null
 	section NOTIFY /tmp/notify.out
 	if [ -z "$ready" ]; then
@@ -110,21 +113,12 @@ if [ -n "$NETLATD" ]; then
 		wait $netlatd_pid
 		mark "NETLATD-EXIT rc=$? (no READY=1)"
 		section NETLATD-STDERR /tmp/netlatd.out
-		kill $nlrx_pid 2>/dev/null
-		finish "netlatd-not-ready"
+		return 1
 	fi
-	mark "NETLATD-READY after=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")s"
-fi
+	mark "NETLATD-READY after=$(awk "BEGIN { printf \"%.1f\", $(uptime_s) - $t0 }")s"
+}
 
-[ "$READER_FIRST" = 1 ] || start_nlrx
-irq_before=$(irq_count)
-mark "READY"
-wait $nlrx_pid
-mark "NLRX-EXIT rc=$?"
-section NLRX /tmp/nlrx.out
-mark "IRQ eth0 delta=$(( $(irq_count) - irq_before ))"
-
-if [ -n "$NETLATD" ]; then
+stop_netlatd() {
 	# Let the daemon drain the ring buffer and close an interval or two
 	# before it is stopped; the final flush covers the rest.
 	sleep 2
@@ -137,7 +131,51 @@ if [ -n "$NETLATD" ]; then
 	mark "NETLATD-EXIT rc=$rc"
 	section NETLATD-STDERR /tmp/netlatd.out
 	section JSON /tmp/out.jsonl
-fi
+}
+
+# The host's traffic to nlrx, with the NIC's interrupt counts around it.
+receive_traffic() {  # $1 = phase
+	cat /proc/interrupts >/tmp/irq.before
+	mark "READY $1"
+	wait $nlrx_pid
+	mark "NLRX-EXIT rc=$?"
+	cat /proc/interrupts >/tmp/irq.after
+	section NLRX /tmp/nlrx.out
+	section INTERRUPTS-BEFORE /tmp/irq.before
+	section INTERRUPTS-AFTER /tmp/irq.after
+}
+
+# Boot, NIC, hostfwd and nlrx alone: when this fails, a failure of the
+# phases with netlatd is not netlatd's.
+phase_bare() {
+	start_nlrx && receive_traffic bare
+}
+
+# netlatd first, then the receiver.
+phase_e2e() {
+	start_netlatd || return
+	start_nlrx && receive_traffic e2e
+	stop_netlatd
+}
+
+# The receiver first, its threads already blocked in recvfrom()/accept()
+# when netlatd attaches, as for a service netlatd is added to.
+phase_reader_first() {
+	start_nlrx || return
+	if start_netlatd; then
+		receive_traffic reader_first
+		stop_netlatd
+	else
+		kill $nlrx_pid 2>/dev/null
+	fi
+}
+
+for phase in $PHASES; do
+	mark "PHASE-BEGIN $phase uptime=$(uptime_s)"
+	phase_$phase
+	mark "PHASE-END $phase uptime=$(uptime_s)"
+done
+
 if [ -n "$GUEST_POST_CMD" ]; then
 	mark "GUEST-POST-CMD-BEGIN"
 	sh -c "$GUEST_POST_CMD" 2>&1

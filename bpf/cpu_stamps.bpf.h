@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: per-CPU stamps that packets and readers pick up later:
+ * the NIC IRQ and the NET_RX softirq run (copied into each packet at
+ * netif_receive_skb), NAPI poll statistics, the last task switched in and the
+ * last datagram copy on each CPU (read at each receive return). */
+#ifndef NETLATD_CPU_STAMPS_BPF_H
+#define NETLATD_CPU_STAMPS_BPF_H
+
+/* Whether `irq` is one of the interface's lines. */
+static __always_inline bool irq_watched(int irq_signed)
+{
+	__u32 irq = (__u32)irq_signed;
+	if (irq >= NETLATD_IRQ_BITMAP_WORDS * 64)
+		return false;
+	/* clang drops a mask it can prove redundant for a 32-bit value, but the
+	 * ctx slot is 64 bits wide: hide the value from it so the verifier
+	 * sees the index bounded. */
+	__u64 word = irq >> 6;
+	barrier_var(word);
+	word &= NETLATD_IRQ_BITMAP_WORDS - 1;
+	return cfg_irq_bitmap[word] & (1ULL << (irq & 63));
+}
+
+static __always_inline int on_irq_handler_entry(int irq)
+{
+	if (!irq_watched(irq))
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->cur_irq_ts = bpf_ktime_get_ns();
+	COUNT(counters, NETLATD_CNT_IRQ);
+	return 0;
+}
+
+/* Hard IRQs do not nest on Linux: leaving any handler leaves ours. */
+static __always_inline int on_irq_handler_exit(void)
+{
+	struct cpu_state *cs = this_cpu();
+	if (cs && cs->cur_irq_ts)
+		cs->cur_irq_ts = 0;
+	return 0;
+}
+
+/* The IRQ that counts for a packet is the one during which NET_RX was raised
+ * for the run (or chain of runs, see below) that processed it; a later
+ * interrupt of the same device on this CPU (a second RX interrupt, an MSI-X TX
+ * or "other" vector) before the run must not replace it. So the raise, not
+ * the run's entry, picks the IRQ. */
+static __always_inline int on_softirq_raise(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	if (cs->cur_irq_ts && !cs->pend_irq_ts) {
+		cs->pend_irq_ts = cs->cur_irq_ts;
+		cs->pend_raise_ts = bpf_ktime_get_ns();
+	} else if (cs->in_net_rx && !cs->pend_raise_ts) {
+		/* NET_RX raised from within itself (budget spent, or a driver
+		 * rescheduling its poll): the next run goes on polling that the
+		 * same IRQ started, with the device's interrupts held off; its
+		 * packets were picked up because of that IRQ. */
+		cs->pend_irq_ts = cs->run_irq_ts;
+		cs->pend_raise_ts = cs->run_raise_ts;
+	} else if (!cs->pend_raise_ts) {
+		cs->pend_raise_ts = bpf_ktime_get_ns();
+	}
+	return 0;
+}
+
+static __always_inline int on_softirq_entry(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	/* Nothing raised since the last run (a raise while the run was
+	 * pending from elsewhere): its packets get no IRQ or raise stamp. */
+	cs->run_irq_ts = cs->pend_irq_ts;
+	cs->run_raise_ts = cs->pend_raise_ts;
+	cs->pend_irq_ts = 0;
+	cs->pend_raise_ts = 0;
+	cs->softirq_ts = bpf_ktime_get_ns();
+	cs->in_net_rx = 1;
+	/* "ksoftirqd/N": the first 8 bytes of the name, in one load. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	__u64 name8 = *(__u64 *)task->comm;
+	cs->in_ksoftirqd = name8 == KSOFTIRQ_NAME8;
+	return 0;
+}
+
+static __always_inline int on_softirq_exit(unsigned int vec)
+{
+	if (vec != NET_RX_SOFTIRQ_NR)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	if (cs)
+		cs->in_net_rx = 0;
+	return 0;
+}
+
+/* Per interval, for the watched interface: polls, packets per poll, and polls
+ * that used their whole budget (the device had more than one run could take). */
+static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int budget)
+{
+	struct net_device *dev = napi->dev;
+	if (!dev || (__u32)dev->ifindex != cfg_ifindex)
+		return 0;
+	COUNT(counters, NETLATD_CNT_NAPI_POLLS);
+	ADD(counters, NETLATD_CNT_NAPI_PACKETS, work > 0 ? work : 0);
+	if (work >= budget)
+		COUNT(counters, NETLATD_CNT_NAPI_BUDGET_FULL);
+	return 0;
+}
+
+/* Every context switch: two stores to this CPU's state, nothing else. */
+static __always_inline int on_sched_switch(struct task_struct *next)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	cs->oncpu_tid = next->pid;
+	cs->oncpu_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+static __always_inline int on_skb_copy_datagram(void)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	cs->copy_tid = (__u32)bpf_get_current_pid_tgid();
+	cs->copy_ts = bpf_ktime_get_ns();
+	return 0;
+}
+
+#endif /* NETLATD_CPU_STAMPS_BPF_H */

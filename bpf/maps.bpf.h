@@ -1,0 +1,268 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: configuration, maps and per-CPU state; the other
+ * headers of bpf/ come after this one. */
+#ifndef NETLATD_MAPS_BPF_H
+#define NETLATD_MAPS_BPF_H
+
+/* ---- configuration, set before load ------------------------------------------ */
+
+const volatile __u16 targ_ports[NETLATD_MAX_PORTS] = {};
+const volatile __u32 targ_nports = 0;
+/* Force a reader wake-up once this much data waits in the ring; below it,
+ * records are submitted without a wake-up and the daemon drains on a timer. */
+const volatile __u64 targ_wakeup_bytes = 1 << 20;
+
+/* How a UDP read is tied to its datagram (docs/JOIN.md). */
+enum udp_join {
+	UDP_JOIN_CONSUME = 0,     /* fentry/skb_consume_udp names it */
+	UDP_JOIN_ORDER_PRODQ = 1, /* queue order; 6.18's udp_prod_queue says when pushes lag */
+	UDP_JOIN_ORDER = 2,       /* queue order, with no way to see a lagging push */
+};
+const volatile __u32 targ_udp_join = UDP_JOIN_ORDER;
+/* The UDP enqueue hook runs before the datagram is queued (fentry): its slot
+ * exists before any read can take it. */
+const volatile bool targ_push_before_queue = false;
+/* udp_prod_queue entries per socket (nr_node_ids). */
+const volatile __u32 targ_numa_nodes = 1;
+/* Wait-queue callbacks of readers asleep inside a receive call, from
+ * /proc/kallsyms (0 = unknown): receiver_wake_function (UDP and other
+ * datagram sockets), woken_wake_function (TCP's sk_wait_data). */
+const volatile __u64 targ_receiver_wake_fn = 0;
+const volatile __u64 targ_woken_wake_fn = 0;
+
+/* ---- state the daemon updates while running ------------------------------------ */
+
+volatile __u32 cfg_ifindex = 0;
+volatile __u32 cfg_netns = 0; /* network namespace inode; 0 = any */
+volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
+/* Bits set by the first run of the key hooks: tells the daemon they are live
+ * (a freshly attached tracepoint program starts firing a moment later). */
+volatile __u32 armed = 0;
+#define ARMED_RECEIVE_SKB 1
+#define ARMED_SOCK_QUEUE 2
+#define ARMED_RECV_RETURN 4
+#define ARM(bit)                          \
+	do {                              \
+		if (!(armed & (bit)))     \
+			armed |= (bit);   \
+	} while (0)
+
+/* UDP datagrams between netif_receive_skb and their socket's queue, at a set
+ * chosen by their skb address (filter.bpf.h). A global array rather than a
+ * map: a socket's lock region may look entries up (no helper calls are
+ * allowed there), and the daemon maps .bss to expire stale ones. */
+struct netlatd_stash_entry stash[1 << NETLATD_STASH_BITS] __attribute__((aligned(64)));
+
+/* ---- per-CPU state ------------------------------------------------------------- */
+
+/* Datagrams a UDP data-ready call walks back over from a queue's tail
+ * (udp_queue.bpf.h): where the kernel names reads, tracked ones queued
+ * before their data-ready call; where queue order does, datagrams without a
+ * slot yet (a bpf_loop walk: its length costs nothing unless used). */
+#define UDP_BATCH_MAX 16
+#define UDP_MIRROR_WALK 128
+/* Records a UDP read builds under its socket's lock and emits after it. */
+#define UDP_OUT_MAX 32
+
+/* A UDP queue slot: one datagram, in the order the socket queued it. 64
+ * bytes. Where no hook names the datagram a read took, every datagram the
+ * socket queues gets a slot (udp_queue.bpf.h): one netlatd tracked, or a
+ * placeholder with no record to give (another interface's, one queued before
+ * netlatd started, or one a read took before its data-ready call could look). */
+struct udp_slot {
+	struct netlatd_rx rx;  /* a placeholder: only rx.len (of a queued untracked one) */
+	__u64 skb;             /* 0: a placeholder for a datagram already dequeued */
+	__u32 queue_after;     /* queued, after rx.receive_ns */
+	__u8 state;            /* SLOT_LIVE, SLOT_DONE */
+	__u8 marked;           /* a candidate of an ambiguous read */
+	__u8 no_record;        /* a placeholder, or dropped by the kernel: nothing to emit */
+	__u8 gone;             /* dequeued before its slot was made: length unknown, and
+				* a candidate of every read wherever it sits */
+};
+#define SLOT_LIVE 1
+#define SLOT_DONE 2
+
+struct cpu_state {
+	/* NIC IRQ and NET_RX (cpu_stamps.bpf.h) */
+	__u64 cur_irq_ts;    /* entry of the interface IRQ running now, 0 outside one */
+	__u64 pend_irq_ts;   /* the interface IRQ during which NET_RX was raised since the last run */
+	__u64 pend_raise_ts; /* that raise; else the first raise since the last run */
+	__u64 run_irq_ts;    /* of the current (or last) NET_RX run */
+	__u64 run_raise_ts;
+	__u64 softirq_ts;    /* entry of the current (or last) NET_RX run */
+	__u8 in_net_rx;
+	__u8 in_ksoftirqd;
+	__u8 _pad0[6];
+	/* The last task switched in on this CPU, and when: the task a receive
+	 * call returns in has been on CPU since then. */
+	__u64 oncpu_ts;
+	__u32 oncpu_tid;
+	__u32 copy_tid;
+	__u64 copy_ts;       /* the last skb_copy_datagram_iovec here */
+	/* A tracked packet was just queued on hint_sk with someone asleep on
+	 * its wait queue: the wakings that follow on this CPU are that socket's
+	 * (reader.bpf.h checks each woken task really waits on it). */
+	__u64 hint_sk;
+	__u64 hint_ts;
+	__u32 emitted;       /* records this CPU wrote, for the ring fill check */
+	__u32 n_out;
+	__u32 n_unseen;      /* datagrams of calls whose return was not seen (udp_read.bpf.h) */
+	__u32 _pad1;
+	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
+	__u64 pushed_skb;
+	struct udp_slot out[UDP_OUT_MAX];
+	__u8 out_ambiguous[UDP_OUT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct cpu_state);
+} cpu_states SEC(".maps");
+
+static __always_inline struct cpu_state *this_cpu(void)
+{
+	__u32 zero = 0;
+	return bpf_map_lookup_elem(&cpu_states, &zero);
+}
+
+/* ---- per-socket state: socket-local storage, freed with its socket -------------- */
+
+#define UDP_SMALL_SLOTS 8
+/* Slots a read or a data-ready call looks at past the head: the datagrams
+ * taken by reads in flight and the newest ones. */
+#define UDP_SCAN 16
+/* 16 KiB: within net.core.optmem_max on 6.1 (20 KiB), which socket storage is
+ * charged against. */
+#define UDP_BIG_SLOTS 256
+
+struct udp_sock_state {
+	struct bpf_spin_lock lock;  /* guards everything below and the socket's udp_big */
+	__u32 head;                 /* oldest slot not yet DONE */
+	__u32 tail;                 /* next slot to fill */
+	__u32 big;                  /* the slots live in the socket's udp_big storage */
+	__u32 marked;               /* LIVE slots marked by ambiguous reads */
+	__u32 owed;                 /* ambiguous reads, each of which took one marked slot */
+	__u32 incomplete;           /* a datagram got no slot: reads are no longer named */
+	__u32 gone;                 /* LIVE slots of datagrams dequeued before their slot was made */
+	struct udp_slot small[UDP_SMALL_SLOTS];
+};
+
+struct udp_big_state {
+	struct udp_slot slots[UDP_BIG_SLOTS];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct udp_sock_state);
+} udp_socks SEC(".maps");
+
+/* Only for sockets that once held more than UDP_SMALL_SLOTS tracked
+ * datagrams; no lock of its own (udp_socks' guards it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct udp_big_state);
+} udp_bigs SEC(".maps");
+
+/* TCP: where the next unread segment starts (tcp.bpf.h). */
+struct tcp_sock_state {
+	__u32 cursor;       /* first sequence number of the oldest segment not yet read */
+	__u32 cursor_valid;
+	__u32 reader_tid;   /* the only thread that has read it, 0 once there were two */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct tcp_sock_state);
+} tcp_socks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 65536);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, struct netlatd_tcp_key);
+	__type(value, struct netlatd_tcp_seg);
+} tcp_segs SEC(".maps");
+
+/* ---- per-task state: task-local storage, for tasks that read watched sockets ---- */
+
+struct reader_state {
+	__u64 call_start_ns; /* the current receive call's start (fentry/sock_recvmsg) */
+	__u64 call_sk;
+	__u64 consumed_skb;  /* the datagram skb_consume_udp gave this call */
+	__u64 consumed_sk;
+	__u64 unseen_skb;    /* a previous call's datagram, whose return was not seen */
+	__u64 woken_ns;      /* woken by a watched socket's data-ready call */
+	__u64 woken_sk;
+	__u64 tcp_sk;        /* TCP: tcp_rcv_space_adjust in this call, */
+	__u32 tcp_end;       /* and copied_seq then */
+	__u8 woken_in_call;  /* it slept inside a receive call (not in epoll/poll) */
+	__u8 _pad[3];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct reader_state);
+} readers SEC(".maps");
+
+/* ---- output ----------------------------------------------------------------------- */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 << 20); /* resized by the daemon before load */
+} events SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NETLATD_DROP_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} drops SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NETLATD_CNT_COUNT);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+/* ---- watched ports ------------------------------------------------------------------ */
+
+/* The index of `port` in targ_ports, or -1. */
+static __always_inline int port_index(__u16 port)
+{
+	for (__u32 i = 0; i < NETLATD_MAX_PORTS; i++) {
+		if (i >= targ_nports)
+			break;
+		if (targ_ports[i] == port)
+			return i;
+	}
+	return -1;
+}
+
+static __always_inline bool port_watched(__u16 port) { return port_index(port) >= 0; }
+
+/* Which CPUs receive a watched port's packets. While one CPU alone does,
+ * datagrams are pushed in the order they were queued (udp_read.bpf.h relies
+ * on it). Written only when the CPU changes, so a single producer keeps the
+ * line in its cache. */
+#define MULTI_PRODUCER_HOLD_NS 10000000 /* 10 ms */
+struct port_producers {
+	__u32 last_cpu;      /* + 1; 0 = none yet */
+	__u32 _pad;
+	__u64 mixed_until;   /* another CPU received for this port until shortly before */
+	__u64 _pad2[6];
+};
+static struct port_producers port_prod[NETLATD_MAX_PORTS];
+
+#endif /* NETLATD_MAPS_BPF_H */

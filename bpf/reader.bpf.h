@@ -1,0 +1,149 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: what is known of the reading task, in its task-local
+ * storage (created only for tasks that read a watched socket or are woken by
+ * one): the start of its receive call, the datagram the call dequeued, the
+ * end of the TCP bytes it copied, and the wake-up a watched socket gave it. */
+#ifndef NETLATD_READER_BPF_H
+#define NETLATD_READER_BPF_H
+
+static __always_inline struct reader_state *reader_of(struct task_struct *task, bool create)
+{
+	return bpf_task_storage_get(&readers, task, 0, create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+static __always_inline struct reader_state *current_reader(bool create)
+{
+	return reader_of(bpf_get_current_task_btf(), create);
+}
+
+/* fentry/sock_recvmsg: a receive call starts (every recv, recvfrom, recvmsg,
+ * each datagram of recvmmsg, read on a socket, io_uring's recv). */
+static __always_inline int on_recv_call(struct socket *sock)
+{
+	struct sock *sk = sock->sk;
+	if (!sk || !port_watched(sk->__sk_common.skc_num))
+		return 0;
+	struct reader_state *rs = current_reader(true);
+	if (!rs)
+		return 0;
+	rs->call_start_ns = bpf_ktime_get_ns();
+	rs->call_sk = (__u64)sk;
+	/* Still set: the previous call consumed it and returned unseen (it was
+	 * already blocked when the fexit attached). */
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+		rs->unseen_skb = rs->consumed_skb;
+	rs->consumed_skb = 0;
+	return 0;
+}
+
+/* fentry/skb_consume_udp: the datagram this UDP receive call dequeued. */
+static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb)
+{
+	if (!port_watched(sk->__sk_common.skc_num))
+		return 0;
+	struct reader_state *rs = current_reader(true);
+	if (!rs)
+		return 0;
+	/* Still set: this task's previous call on the socket consumed it and
+	 * returned unseen (it was already blocked when the fexit attached). */
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+		rs->unseen_skb = rs->consumed_skb;
+	rs->consumed_skb = (__u64)skb;
+	rs->consumed_sk = (__u64)sk;
+	return 0;
+}
+
+/* tcp:tcp_rcv_space_adjust, after each copy of a TCP receive call, under the
+ * socket lock: copied_seq is where this call's bytes end so far. */
+static __always_inline int on_tcp_copied(struct sock *sk)
+{
+	if (!port_watched(sk->__sk_common.skc_num))
+		return 0;
+	struct reader_state *rs = current_reader(true);
+	if (!rs)
+		return 0;
+	rs->tcp_sk = (__u64)sk;
+	rs->tcp_end = BPF_CORE_READ((struct tcp_sock *)sk, copied_seq);
+	return 0;
+}
+
+/* How long after a data-ready call its wakings may come: generous (an
+ * emulated guest is slow), since each woken task is checked to wait on the
+ * socket, which is what makes a waking the socket's. */
+#define WAKE_HINT_NS 10000000
+
+/* sched_waking: if a watched socket's data-ready call just ran on this CPU
+ * and `p` waits on that socket's wait queue, the socket woke it. Readers
+ * asleep inside a receive call wait with receiver_wake_function (datagram
+ * sockets) or woken_wake_function (TCP); an epoll or poll waiter is woken
+ * through another queue and is not recognised here. */
+static __always_inline int on_sched_waking(struct task_struct *p)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs || !cs->hint_sk)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	if (now - cs->hint_ts > WAKE_HINT_NS) {
+		cs->hint_sk = 0;
+		return 0;
+	}
+	/* Plain reads (not bpf_core_cast, a 6.2 kfunc): these run on 6.1 too. */
+	struct sock *sk = (struct sock *)cs->hint_sk;
+	struct socket_wq *wq = BPF_CORE_READ(sk, sk_wq);
+	if (!wq)
+		return 0;
+	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
+	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
+	for (int i = 0; i < 4; i++) {
+		if (!node || node == head)
+			return 0;
+		struct wait_queue_entry *we = (void *)node - off;
+		if ((__u64)BPF_CORE_READ(we, private) == ptr_value(p)) {
+			__u64 fn = (__u64)BPF_CORE_READ(we, func);
+			struct reader_state *rs = reader_of(p, true);
+			if (!rs)
+				return 0;
+			rs->woken_ns = now;
+			rs->woken_sk = cs->hint_sk;
+			rs->woken_in_call = fn && (fn == targ_receiver_wake_fn || fn == targ_woken_wake_fn);
+			return 0;
+		}
+		node = BPF_CORE_READ(node, next);
+	}
+	return 0;
+}
+
+/* What a receive return knows of its reader, for the records it emits. */
+struct read_view {
+	__u64 now;          /* the return */
+	__u64 pid_tgid;
+	__u64 switch_in;    /* its switch-in on this CPU, 0 if not traced */
+	__u64 copy_ts;      /* its last skb_copy_datagram_iovec here, 0 if none */
+	__u64 call_start;   /* this call's start, 0 if no hook gave it */
+	__u64 woken_ns;     /* woken by this socket, 0 if not */
+	__u64 name[2];      /* comm */
+	__u32 cpu;
+	__u8 woken_in_call;
+	__u8 _pad[3];
+};
+
+static __always_inline void view_here(struct read_view *v, __u64 now, __u64 pid_tgid, struct sock *sk,
+				      const struct reader_state *rs)
+{
+	__u32 tid = (__u32)pid_tgid;
+	struct cpu_state *cs = this_cpu();
+	v->now = now;
+	v->pid_tgid = pid_tgid;
+	v->cpu = bpf_get_smp_processor_id();
+	v->switch_in = cs && cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
+	v->copy_ts = cs && cs->copy_tid == tid ? cs->copy_ts : 0;
+	v->call_start = rs && rs->call_sk == (__u64)sk ? rs->call_start_ns : 0;
+	v->woken_ns = rs && rs->woken_sk == (__u64)sk ? rs->woken_ns : 0;
+	v->woken_in_call = rs && rs->woken_sk == (__u64)sk ? rs->woken_in_call : 0;
+	/* The name with two loads instead of a helper call. */
+	struct task_struct *task = bpf_get_current_task_btf();
+	v->name[0] = *(__u64 *)&task->comm[0];
+	v->name[1] = *(__u64 *)&task->comm[8];
+}
+
+#endif /* NETLATD_READER_BPF_H */

@@ -1,0 +1,320 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: a UDP socket's datagrams moved into its slots
+ * (udp_slots.bpf.h) when its data-ready call (or, on older kernels, the
+ * enqueue function's entry) sees them queued, in the order the socket queued
+ * them; and the wake-up hint the move leaves for the reader. */
+#ifndef NETLATD_UDP_QUEUE_BPF_H
+#define NETLATD_UDP_QUEUE_BPF_H
+
+/* The oldest tracked datagram at the tail of queue `q` not moved yet, walking
+ * back from the tail: UDP producers may queue several before their data-ready
+ * calls (6.18 splices a batch from its per-NUMA producer queues, then calls
+ * data-ready once per datagram), so each call moves the oldest one left, and
+ * a batch is moved in order by its own calls. NULL if none, or if the run of
+ * unmoved datagrams is longer than the walk: moving the oldest one in sight
+ * would put it ahead of older ones; they are left to expire (counted). */
+static __always_inline struct sk_buff *oldest_unmoved(struct sk_buff_head *q)
+{
+	struct sk_buff *skb = q->prev, *oldest = NULL;
+	for (int i = 0; i < UDP_BATCH_MAX; i++) {
+		if (!skb || (void *)skb == (void *)q || !stash_find((__u64)skb))
+			return oldest;
+		oldest = skb;
+		skb = skb->prev;
+	}
+	return NULL;
+}
+
+/* Whether this CPU alone has received the port's packets for a while. */
+static __always_inline bool sole_producer(int pidx, __u64 now)
+{
+	struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
+	return pp->last_cpu == bpf_get_smp_processor_id() + 1 && (__s64)(now - pp->mixed_until) > 0;
+}
+
+/* Someone waits on the socket's wait queue (what the kernel checks before a wake-up). */
+static __always_inline bool has_sleeper(struct sock *sk)
+{
+	struct socket_wq *wq = sk->sk_wq;
+	if (!wq)
+		return false;
+	struct list_head *first = wq->wait.head.next;
+	return first && first != &wq->wait.head;
+}
+
+static __always_inline void count_push(const struct push_counts *pc)
+{
+	if (pc->lost_order)
+		COUNT(drops, NETLATD_DROP_ORDER_LOST);
+	if (pc->pushed)
+		ADD(counters, NETLATD_CNT_QUEUED, pc->pushed);
+	if (pc->full)
+		ADD(drops, NETLATD_DROP_SOCK_FIFO_FULL, pc->full);
+}
+
+/* The wakings that follow on this CPU are this socket's data-ready call's. */
+static __always_inline void leave_wake_hint(struct sock *sk, __u64 now)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return;
+	if (has_sleeper(sk)) {
+		cs->hint_sk = (__u64)sk;
+		cs->hint_ts = now;
+	} else {
+		cs->hint_sk = 0;
+	}
+}
+
+static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
+{
+	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	/* Two CPUs creating it at once: the one that loses gets NULL. */
+	if (!st)
+		st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
+	if (!st)
+		COUNT(drops, NETLATD_DROP_SOCK_STATE_FAILED);
+	return st;
+}
+
+/* The oldest datagram not moved yet of both queues. A datagram, or a batch,
+ * the reader already spliced into its own queue is older than anything still
+ * on the receive queue. While one CPU feeds the port, nothing of another
+ * CPU's can wait there, and the reader queue (a line the reader's CPU writes)
+ * is looked at only when the receive queue has nothing to move. */
+static __always_inline struct sk_buff *oldest_queued(struct sk_buff_head *rq, struct sk_buff_head *readq, bool sole)
+{
+	struct sk_buff *skb;
+	if (sole) {
+		skb = oldest_unmoved(rq);
+		return skb ? skb : oldest_unmoved(readq);
+	}
+	skb = oldest_unmoved(readq);
+	return skb ? skb : oldest_unmoved(rq);
+}
+
+/* Where the kernel names each read's datagram: one tracked datagram moved per
+ * data-ready call, the oldest not moved yet. A call that finds another CPU
+ * moved it first tries again, or a datagram would be left without a call. */
+static __always_inline void push_named(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
+				       struct sk_buff_head *readq, bool sole, struct push_counts *pc)
+{
+	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct sk_buff *skb = oldest_queued(rq, readq, sole);
+		if (!skb)
+			return;
+		/* After the walk: another CPU may have received what it found
+		 * after this call began. */
+		__u64 now = bpf_ktime_get_ns();
+		if (!lock_with_big(sk, st, &big))
+			return;
+		bool moved = push_tracked(st, big, (__u64)skb, now, pc);
+		bpf_spin_unlock(&st->lock);
+		if (moved)
+			return;
+	}
+}
+
+/* The walk of a data-ready call, from the newest datagram back, for the
+ * oldest one that has no slot yet (a bpf_loop callback). It stops at one that
+ * has a slot: datagrams get their slots in queue order, so every older one
+ * has one too. */
+struct mirror_walk {
+	struct udp_sock_state *st;  /* its slots are a racy view: checked again under the lock */
+	struct udp_big_state *big;  /* the big slots, while the socket uses them */
+	bool done;                  /* stopped at a slot, or at the start of the queues */
+	bool dequeued;              /* reached a datagram a read took under the walk */
+	struct sk_buff_head *q;     /* the queue walked */
+	struct sk_buff_head *readq; /* walked after the receive queue, if that had no slot */
+	struct sk_buff *skb;
+	struct sk_buff *oldest;     /* the oldest without a slot so far */
+	__u64 oldest_key;
+};
+
+static long mirror_step(__u32 i, struct mirror_walk *w)
+{
+	struct sk_buff *skb = w->skb;
+	if (!skb) {
+		/* A read dequeued the one the walk stood on, which had no slot:
+		 * the oldest datagram without a slot, it or an older one, is
+		 * already dequeued. */
+		w->dequeued = w->done = true;
+		return 1;
+	}
+	/* The start of a queue: from the receive queue's, on to the reader
+	 * queue's tail; the reader queue's start is the start of both. A walk
+	 * inside the receive queue while the reader splices it into its own
+	 * goes on inside the reader queue, and meets that start. */
+	if ((void *)skb == (void *)w->readq) {
+		w->done = true;
+		return 1;
+	}
+	if ((void *)skb == (void *)w->q) {
+		w->q = w->readq;
+		w->skb = w->readq->prev;
+		return 0;
+	}
+	__u64 key = ptr_value(skb);
+	/* A constant mask per array: a callback's verifier sees no constant
+	 * in a field of its context. */
+	int at = w->big ? find_recent_slot(w->st, w->big->slots, UDP_BIG_SLOTS - 1, key)
+			: find_recent_slot(w->st, w->st->small, UDP_SMALL_SLOTS - 1, key);
+	if (!stash_find(key) && at >= 0) {
+		w->done = true;
+		return 1;
+	}
+	w->oldest = skb;
+	w->oldest_key = key;
+	w->skb = skb->prev;
+	return 0;
+}
+
+/* Where only queue order says which datagram a read took: every datagram the
+ * socket queues gets a slot, so that every datagram a read can have taken has
+ * one (docs/JOIN.md). 6.18 calls data-ready once per datagram queued, so each
+ * call makes exactly one slot: for the oldest datagram still queued without
+ * one (tracked: its stamps; untracked: a placeholder with its length), or, if
+ * none is left, a placeholder for the datagram a read took before any call
+ * could see it. */
+static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
+					  struct sk_buff_head *readq, struct push_counts *pc)
+{
+	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct mirror_walk w = {.st = st, .big = st->big ? big : NULL, .q = rq, .readq = readq,
+					.skb = rq->prev};
+		/* + 2: the steps over each queue's start */
+		bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
+		__u64 now = bpf_ktime_get_ns();
+		if (!lock_with_big(sk, st, &big))
+			return;
+		bool made = true;
+		struct sk_buff *skb = w.oldest;
+		if (!w.done) {
+			/* More datagrams without a slot than the walk reaches: the
+			 * oldest is out of sight, and order cannot be kept. */
+			pc->lost_order = !st->incomplete;
+			st->incomplete = 1;
+		} else if (!skb || w.dequeued || !skb->next) {
+			push_placeholder(st, big, 0, 0, pc);
+		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
+					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
+			made = false; /* another CPU's call made it: look again */
+		} else if (stash_find(w.oldest_key)) {
+			made = push_tracked(st, big, w.oldest_key, now, pc);
+		} else {
+			push_placeholder(st, big, w.oldest_key, skb->len > 8 ? skb->len - 8 : 0, pc);
+		}
+		bpf_spin_unlock(&st->lock);
+		if (made)
+			return;
+	}
+	/* Still racing with other CPUs' calls for the oldest datagram without a
+	 * slot: every call makes exactly one slot, so that the slots count the
+	 * datagrams; a dequeued one's placeholder stands for whichever datagram
+	 * ends up without a slot of its own (placeholders are interchangeable:
+	 * unknown length, a candidate wherever they sit). */
+	if (lock_with_big(sk, st, &big)) {
+		push_placeholder(st, big, 0, 0, pc);
+		bpf_spin_unlock(&st->lock);
+	}
+}
+
+/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
+static __always_inline int on_sk_data_ready(struct sock *sk)
+{
+	ARM(ARMED_SOCK_QUEUE);
+	if (sk->sk_protocol != IPPROTO_UDP)
+		return 0;
+	int pidx = port_index(sk->__sk_common.skc_num);
+	if (pidx < 0)
+		return 0;
+	struct sk_buff_head *rq = &sk->sk_receive_queue;
+	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
+	struct sk_buff_head *readq = &up->reader_queue;
+	struct push_counts pc = {};
+	struct udp_sock_state *st;
+	if (targ_udp_join == UDP_JOIN_CONSUME) {
+		/* Untracked datagrams do not matter here: leave sockets that
+		 * have nothing tracked to move alone. */
+		if (!oldest_queued(rq, readq, true))
+			return 0;
+		st = udp_state_create(sk);
+		if (!st)
+			return 0;
+		push_named(sk, st, rq, readq, sole_producer(pidx, bpf_ktime_get_ns()), &pc);
+	} else {
+		st = udp_state_create(sk);
+		if (!st)
+			return 0;
+		push_mirrored(sk, st, rq, readq, &pc);
+	}
+	count_push(&pc);
+	if (pc.pushed)
+		leave_wake_hint(sk, bpf_ktime_get_ns());
+	return 0;
+}
+
+/* UDP enqueue on kernels without sock:sk_data_ready, at its entry (fentry):
+ * before the datagram is queued and before the wake-up the call makes, so the
+ * slot exists before any read can take the datagram. A datagram the call then
+ * drops (receive buffer full) is marked by on_udp_enqueue_failed. */
+static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff *skb)
+{
+	ARM(ARMED_SOCK_QUEUE);
+	__u64 key = (__u64)skb;
+	if (!stash_find(key))
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	struct udp_sock_state *st = udp_state_create(sk);
+	if (!st)
+		return 0;
+	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
+	struct push_counts pc = {};
+	if (!lock_with_big(sk, st, &big))
+		return 0;
+	push_tracked(st, big, key, now, &pc);
+	bpf_spin_unlock(&st->lock);
+	count_push(&pc);
+	struct cpu_state *cs = this_cpu();
+	if (cs && pc.pushed) {
+		cs->pushed_skb = key; /* for on_udp_enqueue_failed */
+		leave_wake_hint(sk, now);
+	}
+	return 0;
+}
+
+/* udp:udp_fail_queue_rcv_skb: the enqueue the fentry above saw failed, and
+ * the datagram was freed. Its slot, the newest of this socket pushed on this
+ * CPU, yields no record. */
+static __always_inline int on_udp_enqueue_failed(struct sock *sk)
+{
+	struct cpu_state *cs = this_cpu();
+	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
+	if (!cs || !st || !cs->pushed_skb)
+		return 0;
+	struct udp_big_state *big = udp_big_of(sk, st, false);
+	__u64 key = cs->pushed_skb;
+	cs->pushed_skb = 0;
+	bool dropped = false;
+	if (!lock_with_big(sk, st, &big))
+		return 0;
+	for (__u32 i = 1; i <= 4; i++) {
+		if (st->tail - st->head < i)
+			break;
+		struct udp_slot *s = slot_at(st, big, st->tail - i);
+		if (s->skb == key && s->state == SLOT_LIVE) {
+			s->no_record = 1;
+			s->state = SLOT_DONE;
+			dropped = true;
+			break;
+		}
+	}
+	bpf_spin_unlock(&st->lock);
+	if (dropped)
+		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+	return 0;
+}
+
+#endif /* NETLATD_UDP_QUEUE_BPF_H */

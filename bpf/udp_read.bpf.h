@@ -1,0 +1,318 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: which datagram a UDP read returned (docs/JOIN.md).
+ * Where skb_consume_udp can be hooked (fentry) the kernel names it; else the
+ * socket's queue order, its head and the read's length decide, and a read
+ * they cannot decide is counted as ambiguous, never guessed. */
+#ifndef NETLATD_UDP_READ_BPF_H
+#define NETLATD_UDP_READ_BPF_H
+
+/* Looks at the producer queues' charge a read makes before it gives up
+ * waiting for a producer to finish its batch (up to some 5 microseconds,
+ * only while one is mid-batch with the socket's queues drained). */
+#define QUIET_SPINS 512
+
+/* 6.18's per-NUMA UDP producer queues (commit "udp: remove busylock and add
+ * per NUMA queues"): a producer charges rmem_alloc before it queues a batch
+ * and uncharges it after the batch's last data-ready call. */
+struct udp_prod_queue___nl {
+	atomic_t rmem_alloc;
+} __attribute__((preserve_access_index));
+struct udp_sock___nl {
+	struct udp_prod_queue___nl *udp_prod_queue;
+} __attribute__((preserve_access_index));
+
+/* One look at every NUMA node's producer queue (a bpf_loop callback):
+ * stops, quiet, at the first look that finds them all uncharged. */
+struct quiet_look {
+	char *pq;
+	__u32 stride;
+	bool quiet;
+};
+
+static long quiet_step(__u32 i, struct quiet_look *l)
+{
+	for (__u32 n = 0; n < 4; n++) {
+		if (n >= targ_numa_nodes)
+			break;
+		struct udp_prod_queue___nl *q = (void *)(l->pq + n * l->stride);
+		if (BPF_CORE_READ(q, rmem_alloc.counter))
+			return 0;
+	}
+	l->quiet = true;
+	return 1;
+}
+
+/* No producer is between queueing datagrams on `sk` and pushing them: every
+ * datagram a read can have taken has its slot. A producer mid-batch is waited
+ * for a moment (its batch takes a few microseconds). */
+static __always_inline bool producers_quiet(struct sock *sk)
+{
+	if (targ_udp_join != UDP_JOIN_ORDER_PRODQ || !bpf_core_field_exists(struct udp_sock___nl, udp_prod_queue))
+		return false;
+	if (targ_numa_nodes > 4)
+		return false; /* more producer queues than a look covers */
+	struct udp_sock___nl *u = (void *)sk;
+	struct quiet_look l = {.pq = (char *)BPF_CORE_READ(u, udp_prod_queue),
+			       .stride = bpf_core_type_size(struct udp_prod_queue___nl)};
+	if (!l.pq)
+		return false;
+	bpf_loop(QUIET_SPINS, quiet_step, &l, 0);
+	return l.quiet;
+}
+
+/* The read's buffer size from its syscall's arguments (x86-64), 0 when
+ * unknown (recvmmsg, readv, io_uring, a kernel thread): then a candidate
+ * longer than what the read returned may have been truncated to it. */
+static __always_inline __u32 read_bufsize(void)
+{
+#ifdef __TARGET_ARCH_x86
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & (0x00200000 /* PF_KTHREAD */ | 0x00000010 /* PF_IO_WORKER */))
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return 0;
+	long nr = regs->orig_ax;
+	if (nr == 0 /* read */ || nr == 45 /* recvfrom */)
+		return regs->dx > 0xffffffffUL ? 0 : (__u32)regs->dx;
+	if (nr != 47 /* recvmsg */)
+		return 0;
+	struct user_msghdr m;
+	struct iovec iov[4];
+	if (bpf_probe_read_user(&m, sizeof(m), (void *)regs->si))
+		return 0;
+	__u32 bytes = (__u32)m.msg_iovlen * sizeof(iov[0]);
+	if (!bytes || bytes > sizeof(iov))
+		return 0;
+	if (bpf_probe_read_user(iov, bytes, m.msg_iov))
+		return 0;
+	__u64 sum = 0;
+	for (__u32 i = 0; i < 4; i++)
+		if (i < m.msg_iovlen)
+			sum += iov[i].iov_len;
+	return sum > 0xffffffffULL ? 0 : (__u32)sum;
+#else
+	return 0;
+#endif
+}
+
+/* What a read knows before it takes its socket's lock (where no kfunc, not
+ * even a type cast, may be called). */
+struct udp_read_in {
+	__u64 consumed;  /* UDP_JOIN_CONSUME: the skb this call dequeued, 0 = none seen */
+	__u64 unseen;    /* UDP_JOIN_CONSUME: an earlier call's, whose return was not seen */
+	__u32 ret;       /* what the read returned */
+	__u32 bufsize;   /* 0 = unknown */
+	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
+	bool quiet;      /* producers_quiet(), or pushes precede queueing */
+	bool sole;       /* one CPU alone feeds the port */
+	__u64 head;      /* queue_head() */
+};
+
+/* Whether this read may have truncated a longer datagram to what it returned:
+ * no MSG_TRUNC (which returns the whole length) and a buffer it filled, or one
+ * of unknown size. */
+static __always_inline __u64 may_truncate(const struct udp_read_in *in)
+{
+	if (in->trunc)
+		return 0;
+	return eq_bit(in->bufsize, 0) | eq_bit(in->bufsize, in->ret);
+}
+
+/* Could a datagram of `len` bytes be what this read returned? */
+static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok)
+{
+	return eq_bit(len, ret) | (gt_bit(len, ret) & trunc_ok);
+}
+
+enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED, READ_NONE };
+
+/* Hands slot `idx` to the emitter: `ambiguous` for a packet-only record. */
+static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u32 idx,
+				      struct cpu_state *cs, bool ambiguous)
+{
+	struct udp_slot *s = &slots[idx & mask];
+	__u32 n = cs->n_out;
+	if (n < UDP_OUT_MAX && !s->no_record) {
+		__builtin_memcpy(&cs->out[n & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[n & (UDP_OUT_MAX - 1)] = ambiguous;
+		cs->n_out = n + 1;
+	}
+	s->state = SLOT_DONE;
+	if (s->marked && st->marked)
+		st->marked--;
+	if (s->gone && st->gone)
+		st->gone--;
+}
+
+/* Where the socket's queues stand. */
+enum head_kind { HEAD_EMPTY, HEAD_UNPUSHED, HEAD_SLOT };
+struct head_pos {
+	enum head_kind kind;
+	__u32 idx;  /* HEAD_SLOT: its slot */
+};
+
+/* The datagram at the head of the socket's queues (the reader queue, else the
+ * receive queue), 0 when both are empty. Read before the lock, as a snapshot:
+ * this read's datagram was dequeued before it, so it lies before the head's
+ * slot (docs/JOIN.md). Two loads of lists the kernel changes without our
+ * lock: a splice between them reads as empty, which only widens what the
+ * read may have taken, never narrows it. */
+static __always_inline __u64 queue_head(struct sock *sk)
+{
+	struct udp_sock *up = (struct udp_sock *)sk;
+	/* BPF_CORE_READ: reader_queue lies past struct sock, where a typed
+	 * load cannot reach without bpf_core_cast (6.2+); this runs on 6.1. */
+	__u64 readq = ptr_value(&up->reader_queue), rq = ptr_value(&sk->sk_receive_queue);
+	__u64 skb = (__u64)BPF_CORE_READ(up, reader_queue.next);
+	if (skb == readq)
+		skb = (__u64)BPF_CORE_READ(sk, sk_receive_queue.next);
+	return !skb || skb == rq ? 0 : skb;
+}
+
+/* The head's slot, if it has one. Lock held. */
+static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_state *st, struct udp_slot *slots,
+						    __u32 mask)
+{
+	struct head_pos hp = {.kind = HEAD_EMPTY};
+	if (!head)
+		return hp;
+	hp.kind = HEAD_UNPUSHED;
+	if (stash_find(head))
+		return hp;
+	int at = find_slot(st, slots, mask, head);
+	if (at >= 0) {
+		hp.kind = HEAD_SLOT;
+		hp.idx = st->head + at;
+	}
+	return hp;
+}
+
+/* Candidates and the decision, by queue order (docs/JOIN.md). Lock held. */
+static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+{
+	__u32 h = st->head, t = st->tail;
+	*hp = resolve_head(in->head, st, slots, mask);
+	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	/* Every datagram before the head has its slot once the data-ready
+	 * calls of everything queued so far have run: with one CPU feeding the
+	 * port they run in queue order, each before the next datagram's, so a
+	 * head with a slot says so; otherwise only a quiet producer side does. */
+	bool certain = !st->incomplete && (in->quiet || (hp->kind == HEAD_SLOT && in->sole));
+	/* A read looks at UDP_SCAN slots past the head: the candidates must all
+	 * be in sight, those before the head and the dequeued ones anywhere. */
+	if (f - h > UDP_SCAN)
+		certain = false;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
+	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
+	 * before it had a slot); and one whose length fits what the read
+	 * returned (a dequeued one's length is unknown). */
+	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 lv = eq_bit(s->state, SLOT_LIVE);
+		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
+		gone_seen += lv & s->gone;
+		live |= c << i;
+		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
+	}
+	if (gone_seen != st->gone)
+		certain = false;
+	if (certain && fit && !(fit & (fit - 1))) {
+		__u32 pick = 0;
+		for (__u32 i = 0; i < UDP_SCAN; i++)
+			pick += ((fit >> i) & 1) * i;
+		bool placeholder = slots[(h + pick) & mask].no_record;
+		take_slot(st, slots, mask, h + pick, cs, false);
+		return placeholder ? READ_UNTRACKED : READ_MATCH;
+	}
+	if (certain && !live)
+		return READ_UNTRACKED; /* defensive: every datagram has a slot */
+	/* Ambiguous: this read took one of the candidates, or one whose slot
+	 * is not made yet (it will be, marked). */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 bit = (live >> i) & 1;
+		st->marked += bit & (s->marked ^ 1);
+		s->marked |= bit;
+	}
+	st->owed++;
+	return READ_AMBIGUOUS;
+}
+
+/* Marked datagrams all owed to ambiguous reads that returned: every one has
+ * been read, by one of those reads, once every datagram has its slot (a quiet
+ * producer side). Those in sight and no longer queued are emitted without a
+ * reader; each retired lowers both counts, so the rest stay all owed. Lock
+ * held. */
+static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					  const struct udp_read_in *in, struct cpu_state *cs,
+					  const struct head_pos *hp)
+{
+	if (!st->marked || st->marked != st->owed || !in->quiet || st->incomplete)
+		return;
+	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
+	/* Each slot is copied out unconditionally, and kept (the count moves
+	 * past it) only if it is one to retire with a record. */
+	__u32 k = cs->n_out, retired = 0, gone_retired = 0;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 mk = eq_bit(s->state, SLOT_LIVE) & s->marked & (gt_bit(f, h + i) | s->gone);
+		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
+		k += mk & (s->no_record ^ 1);
+		s->state += mk * (SLOT_DONE - SLOT_LIVE);
+		retired += mk;
+		gone_retired += mk & s->gone;
+	}
+	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	st->marked -= retired;
+	st->owed -= retired;
+	st->gone -= gone_retired;
+}
+
+/* The head passes slots that are done; an empty socket goes back to its
+ * inline slots. Lock held. */
+static __always_inline void advance_head(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask)
+{
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (st->head == st->tail)
+			break;
+		if ((&slots[st->head & mask])->state != SLOT_DONE)
+			break;
+		st->head++;
+	}
+	if (st->head == st->tail)
+		st->big = 0;
+}
+
+/* The datagram the kernel named for this call; and the one named for a call
+ * of this task whose return was not seen, which no record can be of. Lock
+ * held. */
+static __always_inline int decide_named(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					__u64 skb, __u64 unseen, struct cpu_state *cs)
+{
+	if (unseen) {
+		int u = find_slot(st, slots, mask, unseen);
+		if (u >= 0) {
+			struct udp_slot *s = &slots[(st->head + u) & mask];
+			s->state = SLOT_DONE;
+			cs->n_unseen++;
+		}
+	}
+	int at = find_slot(st, slots, mask, skb);
+	if (at < 0)
+		return READ_UNTRACKED;
+	take_slot(st, slots, mask, st->head + at, cs, false);
+	return READ_MATCH;
+}
+
+#endif /* NETLATD_UDP_READ_BPF_H */

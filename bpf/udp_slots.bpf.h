@@ -1,0 +1,186 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/* netlatd kernel side: a UDP socket's slots, one datagram each in the order
+ * the socket queued them (socket-local storage: eight inline, 256 in a second
+ * storage once a socket holds more). Everything in a socket's slots changes
+ * under its bpf_spin_lock, where no helper may be called: counts are
+ * collected in a struct and added after the unlock. */
+#ifndef NETLATD_UDP_SLOTS_BPF_H
+#define NETLATD_UDP_SLOTS_BPF_H
+
+static __always_inline struct udp_slot *slot_at(struct udp_sock_state *st, struct udp_big_state *big, __u32 i)
+{
+	if (st->big && big)
+		return &big->slots[i & (UDP_BIG_SLOTS - 1)];
+	return &st->small[i & (UDP_SMALL_SLOTS - 1)];
+}
+
+/* The socket's big slots, when it has (or may need) them. Looked up before
+ * the lock; under it, `st->big` set with no `big` means another CPU promoted
+ * the socket in between (see lock_with_big). */
+static __always_inline struct udp_big_state *udp_big_of(struct sock *sk, struct udp_sock_state *st, bool create)
+{
+	if (!create && !st->big)
+		return NULL;
+	struct udp_big_state *big = bpf_sk_storage_get(&udp_bigs, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	return big || !create ? big : bpf_sk_storage_get(&udp_bigs, sk, 0, 0);
+}
+
+/* Takes the socket's lock with its big slots at hand: a promotion between the
+ * lookup and the lock is rare, and answered by looking again. Returns with
+ * the lock held, or NULL (unlocked) when the big slots cannot be had. */
+static __always_inline struct udp_sock_state *lock_with_big(struct sock *sk, struct udp_sock_state *st,
+							     struct udp_big_state **big)
+{
+	for (int i = 0; i < 2; i++) {
+		bpf_spin_lock(&st->lock);
+		if (!st->big || *big)
+			return st;
+		bpf_spin_unlock(&st->lock);
+		*big = udp_big_of(sk, st, false);
+	}
+	return NULL;
+}
+
+/* Counts a push made under the lock, added after it. */
+struct push_counts {
+	__u32 pushed;      /* slots filled */
+	__u32 full;        /* claimed but no slot left */
+	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
+};
+
+/* Room for `n` more slots: promotes the socket to its big slots (copying the
+ * live window) when the inline ones cannot take them and `big` is at hand.
+ * Lock held. */
+static __always_inline void make_room(struct udp_sock_state *st, struct udp_big_state *big, __u32 n)
+{
+	if (st->big || !big || st->tail - st->head + n <= UDP_SMALL_SLOTS)
+		return;
+	for (__u32 i = 0; i < UDP_SMALL_SLOTS; i++) {
+		__u32 idx = st->head + i;
+		if (idx == st->tail)
+			break;
+		__builtin_memcpy(&big->slots[idx & (UDP_BIG_SLOTS - 1)], &st->small[idx & (UDP_SMALL_SLOTS - 1)],
+				 sizeof(struct udp_slot));
+	}
+	st->big = 1;
+}
+
+/* Under the lock, a socket's slots are its inline ones or its big ones;
+ * which is chosen once (netlatd.bpf.c udp_decide) and passed down as
+ * (slots, mask): the verifier never merges pointers into two different maps,
+ * so choosing per access would double its work at every access. */
+
+/* The newest LIVE slot of `skb` in the scan window, as an offset from the
+ * head, or -1. */
+static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
+{
+	__u32 h = st->head, n = st->tail - h;
+	__u64 found = 0; /* offset + 1 */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
+		found += match * (i + 1 - found);
+	}
+	return (int)found - 1;
+}
+
+/* The newest LIVE slot of `skb` among the newest UDP_SCAN slots, as an
+ * offset back from the tail (0 = the newest), or -1: where a data-ready walk
+ * looks, since the datagrams at the queue's tail have the newest slots. */
+static __always_inline int find_recent_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
+{
+	__u32 n = st->tail - st->head;
+	if (n > UDP_SCAN)
+		n = UDP_SCAN;
+	__u32 from = st->tail - n;
+	__u64 found = 0; /* index from `from`, + 1 */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(from + i) & mask];
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
+		found += match * (i + 1 - found);
+	}
+	return found ? (int)(n - found) : -1;
+}
+
+/* A new slot at the tail, or NULL (counted) when the socket has none left.
+ * Lock held. */
+static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,
+						    struct push_counts *pc)
+{
+	make_room(st, big, 1);
+	if (st->tail - st->head >= (st->big ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS)) {
+		pc->full++;
+		pc->lost_order |= !st->incomplete;
+		st->incomplete = 1;
+		return NULL;
+	}
+	struct udp_slot *s = slot_at(st, big, st->tail);
+	s->state = SLOT_LIVE;
+	s->marked = 0;
+	s->no_record = 0;
+	s->gone = 0;
+	s->queue_after = 0;
+	s->skb = 0;
+	st->tail++;
+	return s;
+}
+
+/* Moves the stash entry of `skb_key` into a new slot. False when another CPU
+ * moved it first. Lock held. */
+static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
+					 __u64 now, struct push_counts *pc)
+{
+	struct netlatd_stash_entry *e = stash_find(skb_key);
+	if (!e)
+		return false;
+	struct netlatd_rx rx;
+	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
+	if (!stash_claim(e, skb_key))
+		return false;
+	struct udp_slot *s = slot_append(st, big, pc);
+	if (!s)
+		return true;
+	__builtin_memcpy(&s->rx, &rx, sizeof(rx));
+	s->skb = skb_key;
+	s->queue_after = before(now, rx.receive_ns);
+	pc->pushed++;
+	return true;
+}
+
+/* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
+ * `len` bytes), or already dequeued (skb 0: `gone`, marked, since a read took
+ * it and may have been left undecided, see udp_read.bpf.h). Lock held. */
+static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
+					     __u32 len, struct push_counts *pc)
+{
+	struct udp_slot *s = slot_append(st, big, pc);
+	if (!s)
+		return;
+	s->no_record = 1;
+	s->skb = skb;
+	s->rx.len = len;
+	if (!skb) {
+		s->gone = 1;
+		s->marked = 1;
+		st->marked++;
+		st->gone++;
+	}
+}
+
+/* Whether `skb` is the datagram of one of the last few slots (already moved). */
+static __always_inline bool recently_pushed(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb)
+{
+	for (__u32 i = 1; i <= 4; i++) {
+		if (st->tail - st->head < i)
+			break;
+		if (slot_at(st, big, st->tail - i)->skb == skb)
+			return true;
+	}
+	return false;
+}
+
+#endif /* NETLATD_UDP_SLOTS_BPF_H */

@@ -1,0 +1,51 @@
+#pragma once
+// The real daemon in the bpf tier, and what it wrote: its interval lines
+// summed over the run, its outlier lines kept whole.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "net_fixture.hpp"
+#include "process.hpp"
+
+namespace nltest {
+
+struct Totals {
+  uint64_t packets = 0, udp = 0, tcp = 0, unordered = 0;
+  // Reads whose datagram netlatd could not name, reads of datagrams it never
+  // tracked, and records that carry a packet's stamps but no reader.
+  uint64_t ambiguous_reads = 0, untracked_reads = 0, reader_unknown = 0;
+  std::map<std::string, uint64_t> stage_count;
+  std::map<std::string, uint64_t> drops;
+  std::map<std::string, bool> applicable;
+  std::map<std::string, std::string> hook_end;
+  std::vector<nlohmann::json> outliers;
+  bool saw_final = false;
+
+  uint64_t all_drops() const;
+};
+
+// Every JSON line of a run (schema 2), summed; fails the test on a line that
+// is not JSON or of a type or schema it does not know.
+Totals parse_lines(const std::string &out);
+
+// netlatd inside the receiving namespace, tracing its end of the veth (or
+// `iface` there, e.g. its lo), one interval a second; returns once it has
+// said READY=1.
+std::unique_ptr<Daemon> start_netlatd(const VethNamespaces &net, const std::vector<std::string> &extra,
+                                      const std::string &iface = "");
+
+// SIGTERM, a clean exit with a final line, and what it wrote.
+Totals stop_netlatd(Process &p);
+
+// Every packet's timeline: one outlier line per record, never rate-limited
+// at the rates these tests send.
+std::vector<std::string> every_record_flags();
+
+double percentile(std::vector<double> v, double p);
+
+}  // namespace nltest

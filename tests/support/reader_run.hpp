@@ -1,0 +1,54 @@
+#pragma once
+// One run of the reader tests: netlatd writing a record of every packet, a
+// receiving application (nlreaders) in the rx namespace, its peer
+// (nlsenders) in the tx namespace, and the verdict on every record.
+#include <chrono>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "net_fixture.hpp"
+#include "netlatd_output.hpp"
+#include "reader_apps.hpp"
+#include "record_check.hpp"
+
+namespace nltest {
+
+struct ReaderRunSpec {
+  uint16_t port = 0;
+  std::string proto = "udp";
+  std::string reader_mode;
+  std::vector<std::string> reader_args;  // --port is added
+  std::string sender_mode;
+  std::vector<std::string> sender_args;  // --port is added
+  size_t expect_reads = 0;               // what the reader must have read
+  int family = 4;                        // of the warm-up datagram
+  std::string to;                        // the reader's address, for the warm-up
+};
+
+struct ReaderRun {
+  Totals totals;
+  ReaderLog log;
+  std::map<int64_t, SentEntry> sent;
+  std::vector<Record> records;  // of spec.proto to spec.port
+  Verdict verdict;
+  double seconds = 0;
+};
+
+ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec);
+
+// A server in the rx namespace taking `requests` connections of one request
+// each (nlreaders tcp-rpc, with server_args added), and its client.
+ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
+                                         const std::vector<std::string> &server_args = {});
+
+// One line per case on stderr (CTest keeps it in the log): the verdict, the
+// fraction left ambiguous, the time the case took; the first few failures.
+void report(const std::string &name, const ReaderRun &run);
+
+// What every reader test asserts: no record names a reader that did not
+// return its packet, and records plus counted reasons account for every
+// datagram read.
+void check_no_wrong_records(const ReaderRun &run);
+
+}  // namespace nltest

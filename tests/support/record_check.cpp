@@ -1,0 +1,242 @@
+#include "record_check.hpp"
+
+#include <time.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+
+using nlohmann::json;
+
+namespace nltest {
+namespace {
+
+// One receive call: its bounds and the datagrams it returned.
+struct Call {
+  int64_t before = 0, after = 0;
+  std::vector<size_t> reads;  // indexes into the read log
+};
+
+using CallsByThread = std::map<uint32_t, std::vector<Call>>;
+
+// A thread's reads are logged in the order it made its calls; datagrams
+// of one recvmmsg() share the call's bounds.
+CallsByThread calls_by_thread(const std::vector<ReadEntry> &reads) {
+  CallsByThread calls;
+  for (size_t i = 0; i < reads.size(); i++) {
+    auto &v = calls[reads[i].tid];
+    if (v.empty() || v.back().before != reads[i].before || v.back().after != reads[i].after)
+      v.push_back({reads[i].before, reads[i].after, {}});
+    v.back().reads.push_back(i);
+  }
+  return calls;
+}
+
+// The call whose bounds hold t, else the nearest within the slack (the
+// earlier of two as near: a return stamp comes late in its call, never
+// early). A thread's calls do not overlap.
+const Call *call_at(const std::vector<Call> &calls, int64_t t, int64_t slack) {
+  auto it = std::upper_bound(calls.begin(), calls.end(), t + slack,
+                             [](int64_t v, const Call &c) { return v < c.before; });
+  const Call *best = nullptr;
+  int64_t best_distance = slack + 1;
+  for (int back = 0; back < 2 && it != calls.begin(); back++) {
+    --it;
+    const int64_t distance = t < it->before ? it->before - t : (t > it->after ? t - it->after : 0);
+    if (distance <= best_distance) {
+      best = &*it;
+      best_distance = distance;
+    }
+  }
+  return best_distance <= slack ? best : nullptr;
+}
+
+// The datagram's source port: from the call (recvfrom, recvmsg, recvmmsg)
+// or, for recv and read, from the sender's log by the message's id.
+std::optional<uint16_t> source_port(const ReadEntry &r, const CheckOptions &opt) {
+  if (r.peer_port)
+    return r.peer_port;
+  if (opt.sent && r.id >= 0) {
+    auto it = opt.sent->find(r.id);
+    if (it != opt.sent->end())
+      return it->second.sport;
+  }
+  return std::nullopt;
+}
+
+// Why the record is not of this read, or "" if it is.
+std::string mismatch(const Record &rec, const ReadEntry &r, const CheckOptions &opt, int64_t slack) {
+  if (r.len != rec.len)
+    return "length";
+  auto sport = source_port(r, opt);
+  if (rec.sport && sport && *rec.sport != *sport)
+    return "source port";
+  if (opt.sent && r.id >= 0 && rec.mono.count("netif_receive_skb")) {
+    auto it = opt.sent->find(r.id);
+    if (it != opt.sent->end() && rec.mono.at("netif_receive_skb") < it->second.ns - slack)
+      return "netif_receive_skb before the datagram was sent";
+  }
+  return "";
+}
+
+std::string describe(const Record &rec, const Call *call, const std::vector<ReadEntry> &reads,
+                     const std::string &why) {
+  std::string s = "record len " + std::to_string(rec.len) + " tid " + std::to_string(*rec.reader_tid);
+  if (rec.mono.count("recv_return"))
+    s += " recv_return " + std::to_string(rec.mono.at("recv_return"));
+  if (!call)
+    return s + ": no call of that thread holds its return stamp";
+  s += ": its call [" + std::to_string(call->before) + ", " + std::to_string(call->after) + "] returned len";
+  for (size_t i : call->reads)
+    s += " " + std::to_string(reads[i].len);
+  // Where a datagram of the record's length was read nearest in time.
+  const ReadEntry *nearest = nullptr;
+  const int64_t t = rec.mono.count("recv_return") ? rec.mono.at("recv_return") : 0;
+  for (const ReadEntry &r : reads)
+    if (r.len == rec.len && (!nearest || std::llabs(r.after - t) < std::llabs(nearest->after - t)))
+      nearest = &r;
+  if (nearest)
+    s += "; the nearest read of that length: tid " + std::to_string(nearest->tid) + " in [" +
+         std::to_string(nearest->before) + ", " + std::to_string(nearest->after) + "]";
+  return s + " (" + why + ")";
+}
+
+// The oncpu stage of a right record against the call that returned it: it
+// ends at the return stamp (inside the call, checked by the match) and must
+// not start before the call did.
+void check_oncpu(const Record &rec, const Call &call, int64_t slack, Verdict &v) {
+  v.call_ns.push_back(static_cast<double>(call.after - call.before));
+  v.return_to_after_ns.push_back(static_cast<double>(call.after - rec.mono.at("recv_return")));
+  auto it = rec.stages.find("oncpu");
+  if (it == rec.stages.end()) {
+    v.oncpu_absent++;
+    if (rec.mono.count("call_start")) {
+      v.oncpu_absent_with_call_start++;
+      if (v.stage_examples.size() < 4)
+        v.stage_examples.push_back("record len " + std::to_string(rec.len) + ": oncpu absent but call_start present");
+    }
+    return;
+  }
+  v.oncpu_ns.push_back(static_cast<double>(it->second));
+  const int64_t start = rec.mono.at("recv_return") - it->second;
+  if (start >= call.before - slack) {
+    v.oncpu_inside++;
+    return;
+  }
+  v.oncpu_outside++;
+  if (v.stage_examples.size() < 4)
+    v.stage_examples.push_back("record len " + std::to_string(rec.len) + ": oncpu " + std::to_string(it->second) +
+                         " ns starts " + std::to_string(call.before - start) + " ns before the call");
+}
+
+}  // namespace
+
+int64_t rfc3339_ns(const std::string &s) {
+  tm t{};
+  int frac_pos = 0;
+  if (std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d.%n", &t.tm_year, &t.tm_mon, &t.tm_mday, &t.tm_hour,
+                  &t.tm_min, &t.tm_sec, &frac_pos) < 6 || frac_pos == 0)
+    throw std::runtime_error("not an RFC 3339 ns time: " + s);
+  t.tm_year -= 1900;
+  t.tm_mon -= 1;
+  int64_t ns = 0;
+  int digits = 0;
+  for (size_t i = static_cast<size_t>(frac_pos); i < s.size() && s[i] >= '0' && s[i] <= '9'; i++, digits++)
+    ns = ns * 10 + (s[i] - '0');
+  for (; digits < 9; digits++)
+    ns *= 10;
+  return static_cast<int64_t>(timegm(&t)) * 1000000000ll + ns;
+}
+
+std::vector<Record> records_from(const std::vector<json> &outliers, int64_t realtime_minus_mono) {
+  std::vector<Record> out;
+  for (const json &j : outliers) {
+    Record r;
+    r.proto = j.value("proto", "");
+    r.dport = j.value("dport", uint16_t{0});
+    r.len = j.at("len").get<uint32_t>();
+    if (j.contains("sport"))
+      r.sport = j["sport"].get<uint16_t>();
+    r.reader_unknown = j.value("reader_unknown", "");
+    for (auto &[key, v] : j.items())
+      r.reader_fields |= key.rfind("reader_", 0) == 0 && key != "reader_unknown";
+    if (r.reader_unknown.empty() && j.contains("reader_tid"))
+      r.reader_tid = j["reader_tid"].get<uint32_t>();
+    r.exact_clock = j.contains("stamps_mono_ns");
+    if (r.exact_clock)
+      for (auto &[name, v] : j["stamps_mono_ns"].items())
+        r.mono[name] = v.get<int64_t>();
+    else if (j.contains("stamps"))
+      for (auto &[name, v] : j["stamps"].items())
+        r.mono[name] = rfc3339_ns(v.get<std::string>()) - realtime_minus_mono;
+    if (j.contains("stages"))
+      for (auto &[name, v] : j["stages"].items())
+        r.stages[name] = v.get<int64_t>();
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Verdict check_records(const std::vector<Record> &records, const std::vector<ReadEntry> &reads,
+                      const CheckOptions &opt) {
+  Verdict v;
+  const CallsByThread calls = calls_by_thread(reads);
+  std::vector<bool> claimed(reads.size());
+  for (const Record &rec : records) {
+    v.records++;
+    v.sport_seen |= rec.sport.has_value();
+    v.exact_clock |= rec.exact_clock;
+    if (!rec.reader_unknown.empty() || !rec.reader_tid) {
+      v.unknown++;
+      v.unknown_reasons[rec.reader_unknown.empty() ? "(no reader fields)" : rec.reader_unknown]++;
+      if (rec.reader_fields || rec.stages.count("sock_queue") || rec.stages.count("oncpu") || rec.stages.count("total"))
+        v.unknown_with_reader_side++;
+      continue;
+    }
+    auto ret = rec.mono.find("recv_return");
+    if (ret == rec.mono.end()) {
+      v.no_return_stamp++;
+      continue;
+    }
+    const int64_t slack = rec.exact_clock ? 0 : opt.wall_slack_ns;
+    auto thread = calls.find(*rec.reader_tid);
+    const Call *call = thread == calls.end() ? nullptr : call_at(thread->second, ret->second, slack);
+    std::string why = "no datagram of its call";
+    bool matched = false;
+    for (size_t i : call ? call->reads : std::vector<size_t>{}) {
+      std::string m = claimed[i] ? "its datagram has a record already" : mismatch(rec, reads[i], opt, slack);
+      if (!m.empty()) {
+        why = m;
+        continue;
+      }
+      claimed[i] = matched = true;
+      break;
+    }
+    if (matched) {
+      v.right++;
+      check_oncpu(rec, *call, slack, v);
+    } else {
+      v.wrong++;
+      if (v.wrong_examples.size() < 6)
+        v.wrong_examples.push_back(describe(rec, call, reads, why));
+    }
+  }
+  return v;
+}
+
+std::string Verdict::summary(size_t datagrams) const {
+  auto pct = [&](size_t n) { return datagrams ? 100.0 * static_cast<double>(n) / static_cast<double>(datagrams) : 0.0; };
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "%zu read, %zu records: %zu right, %zu wrong (%.1f %%), %zu without a return stamp, %zu with no "
+                "reader named (ambiguous, %.1f %%; %zu of them with a reader's fields or stages); oncpu inside the call %zu, outside %zu, absent %zu (%zu of them "
+                "with call_start); clock %s",
+                datagrams, records, right, wrong, pct(wrong), no_return_stamp, unknown, pct(unknown),
+                unknown_with_reader_side, oncpu_inside,
+                oncpu_outside, oncpu_absent, oncpu_absent_with_call_start,
+                exact_clock ? "stamps_mono_ns" : "wall stamps converted");
+  return line;
+}
+
+}  // namespace nltest
