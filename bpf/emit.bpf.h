@@ -93,12 +93,13 @@ static __always_inline void emit_udp(const struct udp_slot *s, const struct read
 	emit_record(&s->rx, queued, true, v, unknown);
 }
 
-static __always_inline void emit_tcp(struct netlatd_tcp_seg *sg, const struct read_view *v)
+/* Straight from the entry, which this read owns now (state READ): a copy
+ * on the stack would not fit 6.1's 512 bytes for a program and its bpf_loop
+ * callback together (read_step runs under recv_ret). */
+static __always_inline void emit_tcp(const struct netlatd_tcp_seg *sg, const struct read_view *v)
 {
-	struct netlatd_rx rx;
-	__builtin_memcpy(&rx, &sg->rx, sizeof(rx));
-	__u64 queued = sg->queue_after ? rx.receive_ns + sg->queue_after : 0;
-	emit_record(&rx, queued, !sg->dup, v, NETLATD_READER_KNOWN);
+	__u64 queued = sg->queue_after ? sg->rx.receive_ns + sg->queue_after : 0;
+	emit_record(&sg->rx, queued, sg->dup == NETLATD_TCP_COPY_ONE, v, NETLATD_READER_KNOWN);
 }
 
 #endif /* NETLATD_EMIT_BPF_H */

@@ -226,8 +226,8 @@ static __always_inline void track_tcp(const struct parsed *p, int pidx)
 	long err = bpf_map_update_elem(&tcp_segs, &k, &v, BPF_NOEXIST);
 	if ((int)err == -17 /* EEXIST; zero-extended before 6.4 */) {
 		struct netlatd_tcp_seg *old = bpf_map_lookup_elem(&tcp_segs, &k);
-		if (old && !old->queue_after)
-			old->dup = 1;
+		if (old && !old->queue_after && old->dup == NETLATD_TCP_COPY_ONE)
+			old->dup = NETLATD_TCP_COPY_RX;
 		return;
 	}
 	if (err) {
@@ -255,16 +255,6 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 		track_udp(skb, &p, pidx);
 	else
 		track_tcp(&p, pidx);
-	return 0;
-}
-
-/* The kernel dropped a packet we were following before its socket had it. */
-static __always_inline int on_kfree_skb(struct sk_buff *skb)
-{
-	__u64 key = (__u64)skb;
-	struct netlatd_stash_entry *e = stash_find(key);
-	if (e && stash_claim(e, key))
-		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
 	return 0;
 }
 

@@ -108,6 +108,12 @@ struct cpu_state {
 	__u32 n_out;
 	__u32 n_unseen;      /* datagrams of calls whose return was not seen (udp_read.bpf.h) */
 	__u32 _pad1;
+	/* TCP: the skb tcp_probe last stamped here, and its range, so that a
+	 * drop of it right after (TCP refused it) undoes the stamps. */
+	__u64 probed_skb;
+	struct netlatd_tcp_key probed_key;
+	__u32 probed_end;
+	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
 	struct udp_slot out[UDP_OUT_MAX];
@@ -170,10 +176,29 @@ struct {
 } udp_bigs SEC(".maps");
 
 /* TCP: where the next unread segment starts (tcp.bpf.h). */
+#define TCP_STARTS 8
+#define TCP_BRIDGES 4
 struct tcp_sock_state {
 	__u32 cursor;       /* first sequence number of the oldest segment not yet read */
 	__u32 cursor_valid;
 	__u32 reader_tid;   /* the only thread that has read it, 0 once there were two */
+	__u32 n_starts;
+	/* The first segment of each of the last TCP_STARTS skbs tcp_probe saw
+	 * queued: where a read walk resumes when the segment at the cursor was
+	 * never tracked and no bridge names it (tcp.bpf.h). */
+	__u32 starts[TCP_STARTS];
+	/* Where the chain of tracked segments breaks (bytes no entry holds,
+	 * found by tcp_probe) and the segment after the break. */
+	__u32 bridge_from[TCP_BRIDGES];
+	__u32 bridge_to[TCP_BRIDGES];
+	__u32 n_bridges;
+	__u32 probe_end;    /* the end of the last skb tcp_probe saw queued */
+	__u32 probe_end_valid;
+	/* A read found no entry at the cursor and nowhere to resume: counted
+	 * once for that cursor, which stays put until a later probe names where
+	 * the chain goes on. */
+	__u32 stuck_at;
+	__u32 stuck_valid;
 	__u32 _pad;
 };
 

@@ -169,24 +169,45 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	emit_out(cs, v);
 }
 
+/* The kernel dropped a packet we were following: a datagram before its
+ * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it. */
+static __always_inline int on_kfree_skb(struct sk_buff *skb)
+{
+	__u64 key = (__u64)skb;
+	struct cpu_state *cs = this_cpu();
+	if (cs && cs->probed_skb == key) {
+		tcp_probe_undo(cs, skb);
+		return 0;
+	}
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (e && stash_claim(e, key))
+		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+	return 0;
+}
+
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 {
 	ARM(ARMED_RECV_RETURN);
-	if (ret < 0 || (flags & MSG_PEEK_FLAG) || !sk)
-		return 0;
 	/* Every receive call on the host passes here: sockets on other ports
 	 * leave before any lookup. */
-	if (!port_watched(sk->__sk_common.skc_num))
+	if (!sk || !port_watched(sk->__sk_common.skc_num))
 		return 0;
 	struct reader_state *rs = current_reader(false);
-	struct read_view v;
-	view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
-	if (sk->sk_protocol == IPPROTO_UDP)
-		on_udp_read(sk, ret, flags, &v, rs);
-	else if (sk->sk_protocol == IPPROTO_TCP)
-		on_tcp_read(sk, ret, rs, &v);
-	if (rs)
+	if (ret >= 0 && !(flags & MSG_PEEK_FLAG)) {
+		struct read_view v;
+		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
+		if (sk->sk_protocol == IPPROTO_UDP)
+			on_udp_read(sk, ret, flags, &v, rs);
+		else if (sk->sk_protocol == IPPROTO_TCP)
+			on_tcp_read(sk, ret, rs, &v);
+	}
+	/* The call's start and the wake-up it slept for end with it, whatever
+	 * it returned (a peek, an error): the task's next call may not sleep,
+	 * and must not be given this one's. */
+	if (rs) {
 		rs->call_sk = 0;
+		rs->woken_sk = 0;
+	}
 	return 0;
 }
 

@@ -58,6 +58,8 @@ const char *drop_name(int i) {
   case NETLATD_DROP_TCP_SEGS_FULL: return "tcp_segs_full";
   case NETLATD_DROP_TCP_RANGE_UNKNOWN: return "tcp_range_unknown";
   case NETLATD_DROP_ORDER_LOST: return "order_lost";
+  case NETLATD_DROP_TCP_GAP: return "tcp_gap";
+  case NETLATD_DROP_TCP_COPIES: return "tcp_copies";
   }
   return "unknown";
 }
@@ -283,6 +285,7 @@ private:
   int64_t next_report_ = 0;
   std::array<uint64_t, NETLATD_DROP_COUNT> prev_drops_{};
   std::array<uint64_t, NETLATD_CNT_COUNT> prev_counters_{};
+  std::map<std::string, uint64_t> prev_hook_misses_;
   uint64_t prev_sink_dropped_ = 0, prev_outliers_suppressed_ = 0;
   uint64_t expired_inflight_ = 0, expired_unread_ = 0;
   uint64_t total_packets_ = 0, total_lost_ = 0;
@@ -347,11 +350,12 @@ void Service::on_record(const netlatd_packet &p) {
   agg_.add(p);
   metrics_delta_.add(p);
   if (opts_.outliers_over_ns) {
-    // A record without a reader has no total: it is shown only when every
-    // record is asked for (--outliers-over 0).
+    // A record without a total (no reader named, or stamps left out because
+    // they could be another copy's) is shown only when every record is asked
+    // for (--outliers-over 0).
     auto total = stage_duration(p, Stage::Total);
     const bool all = *opts_.outliers_over_ns == 0;
-    if ((total && *total > *opts_.outliers_over_ns) || (all && p.reader_unknown != NETLATD_READER_KNOWN)) {
+    if (all || (total && *total > *opts_.outliers_over_ns)) {
       if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
         sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
       else
@@ -362,6 +366,8 @@ void Service::on_record(const netlatd_packet &p) {
 
 void Service::publish_metrics() {
   const auto drops = tracer_->drop_totals();
+  const auto counters = tracer_->counter_totals();
+  const auto misses = tracer_->hook_misses();
   const uint64_t output_dropped = sink_dropped();
   {
     std::lock_guard lock(metrics_mu_);
@@ -375,6 +381,13 @@ void Service::publish_metrics() {
     metrics_.drops["unread_expired"] = expired_unread_;
     metrics_.drops["output_dropped"] = output_dropped;
     metrics_.drops["outliers_rate_limited"] = outliers_suppressed_;
+    metrics_.reads_unnamed["ambiguous"] = counters[NETLATD_CNT_AMBIGUOUS_READS];
+    metrics_.reads_unnamed["untracked"] = counters[NETLATD_CNT_UNTRACKED_READS];
+    metrics_.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN];
+    metrics_.tcp_bytes["read"] = counters[NETLATD_CNT_TCP_BYTES_READ];
+    metrics_.tcp_bytes["skipped"] = counters[NETLATD_CNT_TCP_BYTES_SKIPPED];
+    metrics_.tcp_bytes["reported"] += metrics_delta_.tcp_bytes();
+    metrics_.hook_misses = misses;
   }
   metrics_delta_.reset();
 }
@@ -413,6 +426,13 @@ void Service::end_interval(bool final) {
   r.drops["outliers_rate_limited"] = outliers_suppressed_ - prev_outliers_suppressed_;
   r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
   r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
+  r.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN] - prev_counters_[NETLATD_CNT_QUEUE_UNSEEN];
+  r.tcp_bytes_read = counters[NETLATD_CNT_TCP_BYTES_READ] - prev_counters_[NETLATD_CNT_TCP_BYTES_READ];
+  r.tcp_bytes_skipped = counters[NETLATD_CNT_TCP_BYTES_SKIPPED] - prev_counters_[NETLATD_CNT_TCP_BYTES_SKIPPED];
+  const auto misses = tracer_->hook_misses();
+  for (const auto &[hook, n] : misses)
+    r.hook_misses[hook] = n - prev_hook_misses_[hook];
+  prev_hook_misses_ = misses;
   if (plan_.has(Point::NapiPoll))
     r.napi = NapiStats{counters[NETLATD_CNT_NAPI_POLLS] - prev_counters_[NETLATD_CNT_NAPI_POLLS],
                        counters[NETLATD_CNT_NAPI_PACKETS] - prev_counters_[NETLATD_CNT_NAPI_PACKETS],

@@ -154,6 +154,25 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   for (const auto &[reason, n] : s.drops)
     append_sample(out, "netlatd_drops_total", {{"reason", reason}}, std::to_string(n));
 
+  append_header(out, "netlatd_reads_unnamed_total", "counter",
+                "UDP reads whose datagram no record names, by why: ambiguous (several could be it), untracked.");
+  for (const auto &[why, n] : s.reads_unnamed)
+    append_sample(out, "netlatd_reads_unnamed_total", {{"why", why}}, std::to_string(n));
+
+  append_header(out, "netlatd_queue_stamp_missing_total", "counter",
+                "Records written without their socket-queue stamp: the queueing hook did not run for them.");
+  append_sample(out, "netlatd_queue_stamp_missing_total", {}, std::to_string(s.queue_unseen));
+
+  append_header(out, "netlatd_tcp_bytes_total", "counter",
+                "TCP payload bytes on watched sockets: read by receive calls, reported in records, skipped in gaps.");
+  for (const auto &[kind, n] : s.tcp_bytes)
+    append_sample(out, "netlatd_tcp_bytes_total", {{"kind", kind}}, std::to_string(n));
+
+  append_header(out, "netlatd_hook_misses_total", "counter",
+                "Times a hook's BPF program did not run because it was already running on that CPU.");
+  for (const auto &[hook, n] : s.hook_misses)
+    append_sample(out, "netlatd_hook_misses_total", {{"hook", hook}}, std::to_string(n));
+
   return out;
 }
 

@@ -150,8 +150,10 @@ void IntervalAggregator::add(const netlatd_packet &p) noexcept {
   ++packets_;
   if (p.l4proto == kIpprotoUdp)
     ++udp_;
-  else if (p.l4proto == kIpprotoTcp)
+  else if (p.l4proto == kIpprotoTcp) {
     ++tcp_;
+    tcp_bytes_ += p.len;
+  }
   if (p.reader_unknown != NETLATD_READER_KNOWN)
     ++reader_unknown_;
   // An out-of-order record (a stamp joined to the wrong packet, or clocks of
@@ -168,7 +170,7 @@ void IntervalAggregator::add(const netlatd_packet &p) noexcept {
 void IntervalAggregator::reset() noexcept {
   for (Histogram &h : stages_)
     h.reset();
-  packets_ = udp_ = tcp_ = unordered_ = reader_unknown_ = 0;
+  packets_ = udp_ = tcp_ = unordered_ = reader_unknown_ = tcp_bytes_ = 0;
 }
 
 // ---------------------------------------------------------------- time
@@ -243,6 +245,12 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
   j["unordered"] = agg.unordered();
   j["ambiguous_reads"] = r.ambiguous_reads;
   j["untracked_reads"] = r.untracked_reads;
+  j["queue_unseen"] = r.queue_unseen;
+  j["tcp_bytes"] = {{"read", r.tcp_bytes_read}, {"reported", agg.tcp_bytes()}, {"skipped", r.tcp_bytes_skipped}};
+  Json misses = Json::object();
+  for (const auto &[hook, n] : r.hook_misses)
+    misses[hook] = n;
+  j["hook_misses"] = std::move(misses);
   j["reader_unknown"] = agg.reader_unknown();
   if (r.napi)
     j["napi"] = {{"polls", r.napi->polls}, {"packets", r.napi->packets}, {"budget_exhausted", r.napi->budget_exhausted}};

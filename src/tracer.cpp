@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdarg>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include <bpf/bpf.h>
@@ -32,6 +33,8 @@ namespace {
 
 std::mutex g_libbpf_mu;
 std::string g_last_warning;
+std::string g_verifier_verdict;  // the last verifier log's verdict, with its program
+
 
 int libbpf_to_spdlog(enum libbpf_print_level level, const char *fmt, va_list args) {
   va_list again;
@@ -46,6 +49,8 @@ int libbpf_to_spdlog(enum libbpf_print_level level, const char *fmt, va_list arg
   if (level == LIBBPF_WARN) {
     std::lock_guard lock(g_libbpf_mu);
     g_last_warning = line;
+    if (std::string verdict = verifier_verdict(line); !verdict.empty())
+      g_verifier_verdict = verdict;
   }
   spdlog::debug("{}", line);
   return n;
@@ -111,6 +116,35 @@ std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
 void route_libbpf_logs() { libbpf_set_print(libbpf_to_spdlog); }
 
+// A verifier log (libbpf warns it whole: "prog 'x': -- BEGIN PROG LOAD LOG
+// --\n...\n-- END PROG LOAD LOG --") says why in the line before its
+// "processed N insns" summary, or in its last line.
+std::string verifier_verdict(const std::string &log) {
+  const size_t begin = log.find("-- BEGIN PROG LOAD LOG --");
+  if (begin == std::string::npos)
+    return "";
+  std::string prog;
+  if (const size_t at = log.rfind("prog '", begin); at != std::string::npos) {
+    const size_t end = log.find('\'', at + 6);
+    if (end != std::string::npos && end < begin)
+      prog = log.substr(at + 6, end - at - 6);
+  }
+  std::string verdict;
+  size_t at = log.find('\n', begin);
+  while (at != std::string::npos) {
+    const size_t next = log.find('\n', at + 1);
+    std::string line = log.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    if (line.rfind("processed ", 0) == 0 || line.rfind("-- END PROG LOAD LOG", 0) == 0)
+      break;
+    if (!line.empty())
+      verdict = line;
+    at = next;
+  }
+  if (verdict.empty())
+    return "";
+  return prog.empty() ? verdict : "program " + prog + ": " + verdict;
+}
+
 std::string last_libbpf_warning() {
   std::lock_guard lock(g_libbpf_mu);
   return g_last_warning;
@@ -121,6 +155,7 @@ struct Tracer::Impl {
   ring_buffer *ring = nullptr;
   RecordFn on_record;
   int ncpus = 1;
+  std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
 
   ~Impl() {
     if (ring)
@@ -192,13 +227,23 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
       throw Error(ExitCode::Software, "the BPF object has no program " + std::string(c.chosen->program) + " for " +
                                           hook_label(*c.chosen));
     chosen.push_back(p);
+    impl_->programs.emplace_back(hook_label(*c.chosen), p);
   }
   bpf_program *prog;
   bpf_object__for_each_program(prog, skel->obj)
     bpf_program__set_autoload(prog, std::find(chosen.begin(), chosen.end(), prog) != chosen.end());
 
+  {
+    std::lock_guard lock(g_libbpf_mu);
+    g_verifier_verdict.clear();
+  }
   if (int err = netlatd_bpf__load(skel)) {
     std::string why = last_libbpf_warning();
+    {
+      std::lock_guard lock(g_libbpf_mu);
+      if (!g_verifier_verdict.empty())
+        why = "the verifier, " + g_verifier_verdict + "; -v shows its whole log";
+    }
     throw Error(ExitCode::Unavailable,
                 "the kernel refused netlatd's BPF programs: " + errno_text(err) + (why.empty() ? "" : " (" + why + ")"));
   }
@@ -289,6 +334,17 @@ bool Tracer::wait_until_live(int timeout_ms) {
 }
 
 int Tracer::ring_epoll_fd() const { return ring_buffer__epoll_fd(impl_->ring); }
+
+std::map<std::string, uint64_t> Tracer::hook_misses() const {
+  std::map<std::string, uint64_t> out;
+  for (const auto &[label, prog] : impl_->programs) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_prog_get_info_by_fd(bpf_program__fd(prog), &info, &len) == 0)
+      out[label] += info.recursion_misses;
+  }
+  return out;
+}
 
 std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
   return impl_->sum_percpu<NETLATD_DROP_COUNT>(impl_->skel->maps.drops);

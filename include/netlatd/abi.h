@@ -124,9 +124,14 @@ struct netlatd_tcp_seg {
 	struct netlatd_rx rx;  /* rx.end_seq: the next segment's key */
 	__u32 queue_after;     /* queued (tcp_probe) after rx.receive_ns; 0 = not yet */
 	__u32 state;           /* TCP_SEG_* in bpf/tcp.bpf.h */
-	__u32 dup;             /* a second copy arrived before either was queued: rx may be the other's */
+	__u32 dup;             /* NETLATD_TCP_COPY_*: how many copies of it TCP saw */
 	__u32 _pad;
 };
+
+/* netlatd_tcp_seg.dup. */
+#define NETLATD_TCP_COPY_ONE 0      /* one copy: its stamps are its own */
+#define NETLATD_TCP_COPY_RX 1       /* another copy arrived (or this one was refused): rx may be the other's */
+#define NETLATD_TCP_COPY_QUEUE 2    /* two copies reached TCP as new data: which one was queued is not known */
 
 /* Why records were lost; per-CPU counters in the `drops` map. */
 enum netlatd_drop {
@@ -140,6 +145,8 @@ enum netlatd_drop {
 	NETLATD_DROP_TCP_SEGS_FULL,     /* the table of TCP segments in flight was full */
 	NETLATD_DROP_TCP_RANGE_UNKNOWN, /* a TCP read whose byte range no hook gave */
 	NETLATD_DROP_ORDER_LOST,        /* a UDP socket's slots stopped mirroring its queue: its reads are no longer named */
+	NETLATD_DROP_TCP_GAP,           /* a TCP read went past bytes no entry tracked: segments in that gap are not reported */
+	NETLATD_DROP_TCP_COPIES,        /* two copies of a TCP segment reached TCP as new data: whose stamps is not known */
 	NETLATD_DROP_COUNT
 };
 
@@ -154,6 +161,9 @@ enum netlatd_counter {
 	NETLATD_CNT_NAPI_POLLS,        /* NAPI polls of the interface */
 	NETLATD_CNT_NAPI_PACKETS,      /* packets those polls processed */
 	NETLATD_CNT_NAPI_BUDGET_FULL,  /* polls that used their whole budget */
+	NETLATD_CNT_QUEUE_UNSEEN,      /* records without a socket-queue stamp: the queueing hook did not run for them */
+	NETLATD_CNT_TCP_BYTES_READ,    /* bytes TCP receive calls returned on watched sockets that had a tracked segment */
+	NETLATD_CNT_TCP_BYTES_SKIPPED, /* of those, bytes in gaps (NETLATD_DROP_TCP_GAP) a read resumed past: in no record */
 	NETLATD_CNT_COUNT
 };
 

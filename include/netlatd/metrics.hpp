@@ -37,6 +37,13 @@ struct MetricsSnapshot {
   uint64_t packets_udp = 0;
   uint64_t packets_tcp = 0;
   std::map<std::string, uint64_t> drops;  // reason -> total, e.g. "ringbuf_full"
+  // Reads whose datagram no record names, by why: "ambiguous", "untracked".
+  std::map<std::string, uint64_t> reads_unnamed;
+  uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
+  // TCP payload bytes: "read" by receive calls on watched sockets, "reported"
+  // in records, "skipped" in gaps no record covers.
+  std::map<std::string, uint64_t> tcp_bytes;
+  std::map<std::string, uint64_t> hook_misses;  // hook label -> BPF recursion misses
 };
 
 // The `le` bounds of netlatd_stage_latency_seconds, in nanoseconds; +Inf follows.

@@ -45,6 +45,7 @@ public:
   uint64_t packets() const noexcept { return packets_; }
   uint64_t packets_udp() const noexcept { return udp_; }
   uint64_t packets_tcp() const noexcept { return tcp_; }
+  uint64_t tcp_bytes() const noexcept { return tcp_bytes_; }  // payload of the TCP records
   uint64_t unordered() const noexcept { return unordered_; }  // records whose stamps were out of order
   // Records with the packet's stamps only: which read returned it cannot be proved.
   uint64_t reader_unknown() const noexcept { return reader_unknown_; }
@@ -52,7 +53,7 @@ public:
 
 private:
   std::array<Histogram, kStageCount> stages_{};
-  uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0;
+  uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0, tcp_bytes_ = 0;
 };
 
 // NAPI polls of the watched interface in one interval (tp_btf/napi_poll).
@@ -74,6 +75,16 @@ struct IntervalReport {
   // datagrams netlatd never tracked (another interface, queued before start).
   uint64_t ambiguous_reads = 0;
   uint64_t untracked_reads = 0;
+  // Records without their socket-queue stamp: the hook that stamps the
+  // queueing did not run for them (see hook_misses).
+  uint64_t queue_unseen = 0;
+  // Bytes TCP reads returned on sockets with a tracked segment; the records'
+  // own bytes (data->tcp_bytes()) against it say how much went unreported.
+  uint64_t tcp_bytes_read = 0;
+  uint64_t tcp_bytes_skipped = 0;  // of those, in gaps no record covers
+  // Per hook, the times its BPF program did not run because it was already
+  // running on that CPU: each may be a stamp missing from a record.
+  std::map<std::string, uint64_t> hook_misses;
   std::optional<NapiStats> napi;  // absent without the napi_poll hook
   bool final = false;  // the partial interval flushed at shutdown
 };

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,6 +58,11 @@ public:
   size_t programs_attached() const { return links_.size(); }
   std::array<uint64_t, NETLATD_DROP_COUNT> drop_totals() const;
   std::array<uint64_t, NETLATD_CNT_COUNT> counter_totals() const;
+  // Per hook (its label, "tp_btf/tcp_probe"): the times its program did not
+  // run because it was already running on that CPU (a softirq interrupting
+  // it in process context), since it was loaded. The kernel counts them
+  // (bpf_prog_info.recursion_misses, 5.12+; 0 before).
+  std::map<std::string, uint64_t> hook_misses() const;
 
   struct SweepResult {
     uint64_t expired_inflight = 0;  // matched, never queued on a socket (and not seen dropped)
@@ -75,5 +81,9 @@ private:
 void route_libbpf_logs();
 // The last warning libbpf printed, to explain a failed load.
 std::string last_libbpf_warning();
+
+// From a libbpf warning holding a verifier log, why the verifier refused the
+// program ("program NAME: VERDICT"); "" for any other message.
+std::string verifier_verdict(const std::string &log);
 
 }  // namespace netlatd

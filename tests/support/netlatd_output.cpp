@@ -42,6 +42,10 @@ Totals parse_lines(const std::string &out) {
     t.ambiguous_reads += j["ambiguous_reads"].get<uint64_t>();
     t.untracked_reads += j["untracked_reads"].get<uint64_t>();
     t.reader_unknown += j["reader_unknown"].get<uint64_t>();
+    const nlohmann::json &tb = j.at("tcp_bytes");
+    t.tcp_read += tb.at("read").get<uint64_t>();
+    t.tcp_reported += tb.at("reported").get<uint64_t>();
+    t.tcp_skipped += tb.at("skipped").get<uint64_t>();
     if (j.value("final", false))
       t.saw_final = true;
     for (auto &[name, st] : j["stages"].items()) {

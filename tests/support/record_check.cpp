@@ -126,8 +126,16 @@ void check_oncpu(const Record &rec, const Call &call, int64_t slack, Verdict &v)
   }
   v.oncpu_outside++;
   if (v.stage_examples.size() < 4)
+  {
+    // The reader's stamps against the call's start, to tell which one the
+    // stage began at.
+    std::string stamps;
+    for (const auto &[name, t] : rec.mono)
+      stamps += " " + name + "=" + std::to_string(t - call.before);
     v.stage_examples.push_back("record len " + std::to_string(rec.len) + ": oncpu " + std::to_string(it->second) +
-                         " ns starts " + std::to_string(call.before - start) + " ns before the call");
+                               " ns starts " + std::to_string(call.before - start) +
+                               " ns before the call; stamps from its start:" + stamps);
+  }
 }
 
 }  // namespace

@@ -79,6 +79,10 @@ MetricsSnapshot example_snapshot() {
   s.packets_udp = 4;
   s.packets_tcp = 0;
   s.drops = {{"ringbuf_full", 2}, {"stack_dropped", 7}};
+  s.reads_unnamed = {{"ambiguous", 3}, {"untracked", 1}};
+  s.queue_unseen = 5;
+  s.tcp_bytes = {{"read", 1000}, {"reported", 900}, {"skipped", 64}};
+  s.hook_misses = {{"tp_btf/tcp_probe", 6}, {"tp_btf/netif_receive_skb", 0}};
   return s;
 }
 
@@ -160,6 +164,12 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
   CHECK(sample_value(text, "netlatd_packets_total{proto=\"tcp\"}") == "0");
   CHECK(sample_value(text, "netlatd_drops_total{reason=\"ringbuf_full\"}") == "2");
   CHECK(sample_value(text, "netlatd_drops_total{reason=\"stack_dropped\"}") == "7");
+  CHECK(sample_value(text, "netlatd_reads_unnamed_total{why=\"ambiguous\"}") == "3");
+  CHECK(sample_value(text, "netlatd_queue_stamp_missing_total") == "5");
+  CHECK(sample_value(text, "netlatd_tcp_bytes_total{kind=\"read\"}") == "1000");
+  CHECK(sample_value(text, "netlatd_tcp_bytes_total{kind=\"skipped\"}") == "64");
+  CHECK(sample_value(text, "netlatd_hook_misses_total{hook=\"tp_btf/tcp_probe\"}") == "6");
+  CHECK(sample_value(text, "netlatd_hook_misses_total{hook=\"tp_btf/netif_receive_skb\"}") == "0");
   CHECK(sample_value(text,
                      "netlatd_build_info{version=\"0.1.0\",kernel=\"6.18.0-test\",iface=\"lo\",ports=\"5000,5001\"}") ==
         "1");

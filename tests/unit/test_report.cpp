@@ -160,11 +160,15 @@ TEST_CASE("IntervalAggregator counts protocols and records known stages", "[repo
 TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "[report][json]") {
   IntervalAggregator agg;
   std::vector<uint64_t> queue_delays;
+  uint64_t tcp_payload = 0;
   for (uint64_t i = 0; i < 1'000; ++i) {
     const uint64_t queue = 1'000 + i * i * 7;  // 1 µs .. ~7 ms, skewed
     queue_delays.push_back(queue);
     netlatd_packet p = lo_packet(1'000'000'000 + i * 100'000'000, 2'000 + i, 3'000, queue, 4'000,
                                  i % 4 == 0 ? kTcp : kUdp);
+    p.len = static_cast<uint16_t>(100 + i);
+    if (p.l4proto == kTcp)
+      tcp_payload += p.len;
     // Every tenth packet's socket enqueue was not seen: NetifReceive and
     // SockQueue get no sample from it, the other stages do.
     if (i % 10 == 9) {
@@ -183,6 +187,10 @@ TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "
   r.end = at(2026, 11, 22, 10, 0, 1, 500);
   r.data = &agg;
   r.drops = {{"ringbuf_full", 0}, {"inflight_full", 3}, {"stack_dropped", 0}};
+  r.queue_unseen = 4;
+  r.tcp_bytes_read = 300'000;
+  r.tcp_bytes_skipped = 1'448;
+  r.hook_misses = {{"tp_btf/tcp_probe", 2}, {"tp_btf/sched_switch", 0}};
 
   const std::string line = format_json_line(h, r);
   REQUIRE(line.find('\n') == std::string::npos);
@@ -204,6 +212,13 @@ TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "
   REQUIRE(j["udp"] == 751);
   REQUIRE(j["tcp"] == 250);
   REQUIRE(j["unordered"] == 1);
+  REQUIRE(j["queue_unseen"] == 4);
+  // The TCP records' own payload beside what the reads returned and what
+  // gaps skipped.
+  REQUIRE(j["tcp_bytes"]["read"] == 300'000);
+  REQUIRE(j["tcp_bytes"]["reported"] == tcp_payload);
+  REQUIRE(j["tcp_bytes"]["skipped"] == 1'448);
+  REQUIRE(j["hook_misses"] == json{{"tp_btf/tcp_probe", 2}, {"tp_btf/sched_switch", 0}});
 
   REQUIRE(j["drops"].size() == 3);
   REQUIRE(j["drops"]["ringbuf_full"] == 0);  // zero, but present
