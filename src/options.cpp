@@ -221,8 +221,11 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     return n->value<double>();
   };
 
-  if (auto s = string_of("iface"); s && !cli("iface"))
+  if (auto s = string_of("iface"); s && !cli("iface")) {
+    if (!valid_interface_name(*s))
+      throw fail(*tbl.get("iface"), "'" + *s + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
     into.iface = *s;
+  }
   if (const toml::node *n = tbl.get("ports"); n && !cli("ports")) {
     const toml::array *arr = n->as_array();
     if (!arr)

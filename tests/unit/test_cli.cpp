@@ -262,3 +262,21 @@ TEST_CASE("bad --irq exits 64 with one line; irq in the config file", "[cli][con
   CHECK(e.code == 78);
   CHECK(lines(e.err) == 1);
 }
+
+TEST_CASE("an interface name the kernel could not have exits 64 on the command line, 78 in the config", "[cli][config]") {
+  for (const char *bad : {"../../etc", "eth0:1", "a b", "sixteen-bytes-xx", ".", ".."}) {
+    INFO(bad);
+    auto e = run_netlatd({"--iface", bad, "--port", "5000"});
+    CHECK(e.code == 64);
+    CHECK(e.err == std::string("netlatd: error: '") + bad +
+                       "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)\n");
+  }
+  CHECK(netlatd::valid_interface_name("fifteen-bytes-x"));
+  CHECK(netlatd::valid_interface_name("eth0.100"));
+  CHECK(netlatd::valid_interface_name("bond0"));
+  TempFile cfg("ports = [5000]\niface = \"lo/../eth0\"\n");
+  auto e = run_netlatd({"--config", cfg.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.rfind("netlatd: error: " + cfg.path + ":2:9: 'lo/../eth0' cannot be an interface name", 0) == 0);
+  CHECK(lines(e.err) == 1);
+}
