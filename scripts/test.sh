@@ -172,8 +172,11 @@ for tier in $tiers; do
     bench) bench_tier ;;
     # Left out of asan: the fast-reader accuracy bound (5 us from the kernel's
     # return to the reader's clock) times the test's own instrumented
-    # recvmsg(), which ASan intercepts; the plain bpf tier runs it.
-    asan) sanitizer_tier asan address,undefined '^(unit|bpf|service)$' -E 'a reader waiting in recvmsg' ;;
+    # recvmsg(), which ASan intercepts; the plain bpf tier runs it. And the
+    # bulk streams at full speed: an ASan daemon drains its ring slower than
+    # 11 Gbit/s of segments fill it (ringbuf_full, counted), so the >= 99.9 %
+    # traced bound is the plain tier's.
+    asan) sanitizer_tier asan address,undefined '^(unit|bpf|service)$' -E 'a reader waiting in recvmsg|bulk TCP streams' ;;
     tsan) sanitizer_tier tsan thread '^(unit|service)$' ;;
     fuzz) fuzz_tier ;;
     *) ctest_tier "$tier" "$build" "^${tier}\$" ;;
