@@ -61,8 +61,8 @@ static __always_inline bool producers_quiet(struct sock *sk)
 }
 
 /* The read's buffer size from its syscall's arguments (x86-64), 0 when
- * unknown (recvmmsg, readv, io_uring, a kernel thread): then a candidate
- * longer than what the read returned may have been truncated to it. */
+ * unknown (recvmmsg, readv, io_uring, a kernel thread): then only a
+ * candidate of exactly the returned length can be named (may_truncate). */
 static __always_inline __u32 read_bufsize(void)
 {
 #ifdef __TARGET_ARCH_x86
@@ -116,7 +116,11 @@ static __always_inline __u64 may_truncate(const struct udp_read_in *in)
 {
 	if (in->trunc)
 		return 0;
-	return eq_bit(in->bufsize, 0) | eq_bit(in->bufsize, in->ret);
+	/* Only a buffer known to be full: with its size unknown (recvmmsg)
+	 * every longer candidate would fit, and a read would be named for a
+	 * longer datagram another reader had just dequeued. Such a truncated
+	 * read is left ambiguous instead. */
+	return eq_bit(in->bufsize, in->ret) & (eq_bit(in->bufsize, 0) ^ 1);
 }
 
 /* Could a datagram of `len` bytes be what this read returned? */
