@@ -25,32 +25,22 @@ struct OddCase {
 };
 
 ReaderRun run_odd(const OddCase &c) {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
   VethNamespaces net;
   net.set_mtu(c.mtu);
   const int n = c.bursts * c.burst_size;
-  ReaderRunSpec spec;
-  spec.port = c.port;
-  spec.family = c.family;
-  spec.to = c.family == 6 ? net.rx_addr6 : net.rx_addr;
-  spec.reader_mode = "udp";
+  ReaderRunSpec spec = udp_spec(net, c.port, c.family, static_cast<size_t>(n));
   spec.reader_args = {"--bind", spec.to, "--call", c.call, "--expect", std::to_string(n)};
   spec.reader_args.insert(spec.reader_args.end(), c.reader_extra.begin(), c.reader_extra.end());
-  spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--bursts", std::to_string(c.bursts), "--burst-size",
                       std::to_string(c.burst_size), "--gap-us", "4000", "--lengths", "distinct", "--base-len",
                       std::to_string(c.base_len)};
-  spec.expect_reads = static_cast<size_t>(n);
   ReaderRun run = run_readers(net, spec);
   report(c.name, run);
   check_no_wrong_records(run);
   return run;
 }
-
-#define SKIP_UNLESS_ROOT()                                                                                             \
-  do {                                                                                                                 \
-    if (auto why = why_no_root_tier(); !why.empty())                                                                   \
-      SKIP(why);                                                                                                       \
-  } while (0)
 
 }  // namespace
 
@@ -73,19 +63,16 @@ void check_fragments(const ReaderRun &run, long base_len, long largest_whole) {
 }
 
 TEST_CASE("odd packets: IPv4 datagrams fragmented over a 1500-byte MTU veth", "[bpf][odd]") {
-  SKIP_UNLESS_ROOT();
   check_fragments(run_odd({"fragmented ipv4", 4, "recvfrom", {}, 1500, 1300, 16, 32, 5441}), 1300, 1472);
 }
 
 TEST_CASE("odd packets: IPv6 datagrams fragmented over a 1500-byte MTU veth", "[bpf][odd]") {
-  SKIP_UNLESS_ROOT();
   check_fragments(run_odd({"fragmented ipv6", 6, "recvmsg", {}, 1500, 1300, 16, 32, 5442}), 1300, 1452);
 }
 
 // A peek returns the datagram and leaves it queued: the record belongs to
 // the call that takes it.
 TEST_CASE("odd packets: every read preceded by a MSG_PEEK of the same datagram", "[bpf][odd]") {
-  SKIP_UNLESS_ROOT();
   for (const char *call : {"recvfrom", "recvmsg"}) {
     DYNAMIC_SECTION(call) { run_odd({std::string("peek, ") + call, 4, call, {"--peek"}, 9000, 200, 16, 32, 5443}); }
   }
@@ -94,7 +81,6 @@ TEST_CASE("odd packets: every read preceded by a MSG_PEEK of the same datagram",
 // MSG_TRUNC into a 64-byte buffer: the call returns the datagram's whole
 // length (what the record's len must be) while copying 64 bytes.
 TEST_CASE("odd packets: MSG_TRUNC reads into a buffer shorter than the datagram", "[bpf][odd]") {
-  SKIP_UNLESS_ROOT();
   for (const char *call : {"recv", "recvmsg"}) {
     DYNAMIC_SECTION(call) {
       run_odd({std::string("MSG_TRUNC, ") + call, 6, call, {"--trunc-to", "64"}, 9000, 200, 16, 32, 5444});

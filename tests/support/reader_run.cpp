@@ -45,6 +45,17 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   return run;
 }
 
+ReaderRunSpec udp_spec(const VethNamespaces &net, uint16_t port, int family, size_t datagrams) {
+  ReaderRunSpec spec;
+  spec.port = port;
+  spec.family = family;
+  spec.to = family == 6 ? net.rx_addr6 : net.rx_addr;
+  spec.reader_mode = "udp";
+  spec.sender_mode = "udp";
+  spec.expect_reads = datagrams;
+  return spec;
+}
+
 ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
                                          const std::vector<std::string> &server_args) {
   ReaderRunSpec spec;
