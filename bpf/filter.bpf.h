@@ -120,8 +120,12 @@ static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
 	if (proto == ETH_P_IP) {
 		if (bpf_probe_read_kernel(hdr, 20 + sizeof(p->l4), data))
 			return false;
-		__u16 frag = ((__u16)hdr[6] << 8 | hdr[7]) & 0x1fff;
-		if (frag) /* not the first fragment: no ports */
+		/* Any fragment (an offset, or more fragments to come): the
+		 * datagram is reassembled after this hook, into an skb this hook
+		 * never sees, and a first fragment's length is not the
+		 * datagram's. Left out, like IPv6's fragments; its read is
+		 * counted among those no record names. */
+		if (((__u16)hdr[6] << 8 | hdr[7]) & 0x3fff)
 			return false;
 		p->l4proto = hdr[9];
 		l4off = (hdr[0] & 0xf) * 4;

@@ -2,6 +2,8 @@
 # Installs everything netlatd needs to build, test and benchmark on Debian 12 (bookworm).
 # Idempotent: safe to run again. Needs root. Uses Debian's package registry, and npm's
 # for deploy/check's tools (pinned by its package-lock.json).
+# clang's runtimes (libclang-rt-dev) are the sanitizers and libFuzzer of the
+# asan, tsan and fuzz tiers.
 #
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --build-only  only what building the daemon needs (deploy/Dockerfile)
@@ -59,7 +61,7 @@ fi
 
 base=(
   build-essential cmake pkg-config git
-  clang llvm
+  clang llvm libclang-rt-dev
   libelf-dev zlib1g-dev
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libsystemd-dev libyaml-cpp-dev

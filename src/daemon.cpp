@@ -118,22 +118,26 @@ private:
 }  // namespace
 
 void require_privileges() {
-  if (geteuid() == 0)
-    return;
-  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  if (syscall(SYS_capget, &hdr, data) == 0) {
-    auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
+  // The effective set, not the uid: root in a container or under a unit's
+  // CapabilityBoundingSet may lack them, and a user with them is enough.
 #ifndef CAP_BPF
 #define CAP_BPF 39
 #endif
 #ifndef CAP_PERFMON
 #define CAP_PERFMON 38
 #endif
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2] = {};
+  std::string lacking = "its capabilities cannot be read";
+  if (syscall(SYS_capget, &hdr, data) == 0) {
+    auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
     if ((has(CAP_BPF) && has(CAP_PERFMON)) || has(CAP_SYS_ADMIN))
       return;
+    lacking = std::string("it lacks ") + (has(CAP_BPF) ? "" : "CAP_BPF") +
+              (!has(CAP_BPF) && !has(CAP_PERFMON) ? " and " : "") + (has(CAP_PERFMON) ? "" : "CAP_PERFMON");
   }
-  throw Error(ExitCode::NoPermission, "must run as root or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before 5.8)");
+  throw Error(ExitCode::NoPermission,
+              "must run as root or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before 5.8): " + lacking);
 }
 
 void log_irq_lines(const InterfaceInfo &iface) {
@@ -223,11 +227,6 @@ std::string shown_address(const MetricsServer &m) {
 }
 
 bool is_loopback(const std::string &host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
-
-std::string one_line(std::string text) {
-  std::replace(text.begin(), text.end(), '\n', ' ');
-  return text;
-}
 
 // The daemon from READY=1 to exit: one thread drains the ring buffer, writes
 // the interval lines, follows the interface, answers signals and feeds the
@@ -566,7 +565,7 @@ void Service::reload() {
     try {
       apply(reload_options(opts_));
     } catch (const Error &e) {
-      spdlog::error("{}; configuration not reloaded, the running one is kept", one_line(e.what()));
+      spdlog::error("{}; configuration not reloaded, the running one is kept", e.what());
     }
   }
   notifier_.ready();

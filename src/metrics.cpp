@@ -259,28 +259,16 @@ constexpr size_t kMaxRequestHead = 8192;
 constexpr auto kRequestTimeout = std::chrono::seconds(1);   // for the whole request head to arrive
 constexpr auto kResponseTimeout = std::chrono::seconds(1);  // for the client to take the response
 constexpr auto kLingerTimeout = std::chrono::milliseconds(100);
-constexpr int kListenBacklog = 16;
+constexpr auto kAcceptBackoff = std::chrono::milliseconds(100);
+constexpr int kListenBacklog = 64;
+// Connections served at once. A new one past this closes the oldest: a
+// client that trickles its request (or never sends one) cannot keep a scrape
+// that sends its request at once from being answered.
+constexpr size_t kMaxConnections = 32;
 
 std::string shown_address(const ListenAddress &a) {
   const bool v6 = a.host.find(':') != std::string::npos;
   return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port);
-}
-
-// Waits until `fd` has one of `events`, an error or a hangup (the next call on
-// it reports which). false when `deadline` passes first or `stop_fd` is
-// readable (the server is stopping).
-bool wait_for(int fd, short events, int stop_fd, Clock::time_point deadline) {
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left <= 0)
-      return false;
-    pollfd p[2] = {{fd, events, 0}, {stop_fd, POLLIN, 0}};
-    const int n = ::poll(p, 2, static_cast<int>(left));
-    if (n < 0 && errno != EINTR)
-      return false;
-    if (n > 0)
-      return p[1].revents == 0;
-  }
 }
 
 const char *reason_phrase(int status) {
@@ -288,6 +276,7 @@ const char *reason_phrase(int status) {
   case 200: return "OK";
   case 400: return "Bad Request";
   case 404: return "Not Found";
+  case 405: return "Method Not Allowed";
   case 414: return "URI Too Long";
   case 431: return "Request Header Fields Too Large";
   case 500: return "Internal Server Error";
@@ -315,45 +304,115 @@ std::string target_path(std::string_view target) {
   return path;
 }
 
-// Sends all of `data` unless the client stops taking it for kResponseTimeout
-// or the server stops. `fd` is non-blocking.
-void send_all(int fd, std::string_view data, int stop_fd) {
-  const auto deadline = Clock::now() + kResponseTimeout;
-  while (!data.empty()) {
-    const ssize_t n = ::send(fd, data.data(), data.size(), MSG_NOSIGNAL);
-    if (n >= 0) {
-      data.remove_prefix(static_cast<size_t>(n));
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      if (!wait_for(fd, POLLOUT, stop_fd, deadline))
-        return;
-    } else if (errno != EINTR) {
-      return;  // the client went away
-    }
-  }
-}
-
-void respond(int fd, int stop_fd, int status, std::string_view content_type, std::string_view body,
-             bool head_only) {
+std::string http_response(int status, std::string_view content_type, std::string_view body, bool head_only) {
   std::string out;
   out.reserve(160 + (head_only ? 0 : body.size()));
   out.append("HTTP/1.1 ").append(std::to_string(status)).append(" ").append(reason_phrase(status)).append("\r\n");
   if (!content_type.empty())
     out.append("Content-Type: ").append(content_type).append("\r\n");
+  if (status == 405)
+    out.append("Allow: GET, HEAD\r\n");
   out.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");
   out.append("Connection: close\r\n\r\n");
   if (!head_only)
     out.append(body);
-  send_all(fd, out, stop_fd);
-  // Closing with unread bytes would reset the connection, and a reset can
-  // destroy the response before the client reads it: say we are done, and
-  // read what the client still sends until it closes too (briefly).
-  ::shutdown(fd, SHUT_WR);
-  const auto deadline = Clock::now() + kLingerTimeout;
+  return out;
+}
+
+// The response to the request head received so far, or "" while more is
+// needed. Anything but GET or HEAD of /metrics is answered as soon as its
+// request line is in, without waiting for the headers.
+std::string answer(std::string_view head, const MetricsServer::Render &render) {
+  const auto eol = head.find('\n');
+  if (eol == std::string_view::npos)
+    return head.size() >= kMaxRequestHead ? http_response(414, "", "", false) : "";
+  // Request line: METHOD SP TARGET SP HTTP/1.x
+  std::string_view line = head.substr(0, eol);
+  if (!line.empty() && line.back() == '\r')
+    line.remove_suffix(1);
+  const auto sp1 = line.find(' ');
+  const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0)
+    return http_response(400, "", "", false);
+  const std::string_view method = line.substr(0, sp1);
+  const bool head_only = method == "HEAD";
+  if (method != "GET" && !head_only)
+    return http_response(405, "", "", false);
+  if (target_path(line.substr(sp1 + 1, sp2 - sp1 - 1)) != "/metrics")
+    return http_response(404, "", "", head_only);
+  // Until the empty line that ends the head (CRLF, or bare LF from lenient clients).
+  if (head.find("\n\r\n") == std::string_view::npos && head.find("\n\n") == std::string_view::npos)
+    return head.size() >= kMaxRequestHead ? http_response(431, "", "", false) : "";
+  try {
+    return http_response(200, "text/plain; version=0.0.4; charset=utf-8", render(), head_only);
+  } catch (const std::bad_alloc &) {
+    throw;
+  } catch (const std::exception &e) {
+    return http_response(500, "text/plain", std::string("netlatd: metrics unavailable: ") + e.what() + "\n",
+                         head_only);
+  }
+}
+
+// One client: its request head coming in, then the response going out, then
+// a short wait for the client to close first. Closing with unread bytes would
+// reset the connection, and a reset can destroy the response before the
+// client reads it.
+struct Connection {
+  enum class State { Reading, Writing, Lingering };
+  int fd = -1;
+  State state = State::Reading;
+  Clock::time_point accepted, deadline;
+  std::string in, out;
+  size_t sent = 0;
+};
+
+bool would_block(ssize_t n) { return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR); }
+
+// Moves `c` on as far as its socket allows; false when it is done with.
+bool progress(Connection &c, const MetricsServer::Render &render) {
+  if (c.state == Connection::State::Reading) {
+    char buf[1024];
+    const ssize_t n = ::recv(c.fd, buf, std::min(sizeof(buf), kMaxRequestHead - c.in.size()), 0);
+    if (would_block(n))
+      return true;
+    if (n <= 0)
+      return false;  // the client went away
+    c.in.append(buf, static_cast<size_t>(n));
+    std::string response;
+    try {
+      response = answer(c.in, render);
+    } catch (const std::bad_alloc &) {
+      return false;  // out of memory building a response: this scrape fails, the daemon goes on
+    }
+    if (response.empty())
+      return true;
+    c.out = std::move(response);
+    c.in = std::string();
+    c.state = Connection::State::Writing;
+    c.deadline = Clock::now() + kResponseTimeout;
+  }
+  if (c.state == Connection::State::Writing) {
+    while (c.sent < c.out.size()) {
+      const ssize_t n = ::send(c.fd, c.out.data() + c.sent, c.out.size() - c.sent, MSG_NOSIGNAL);
+      if (would_block(n))
+        return true;
+      if (n < 0)
+        return false;
+      c.sent += static_cast<size_t>(n);
+    }
+    ::shutdown(c.fd, SHUT_WR);
+    c.out = std::string();
+    c.state = Connection::State::Lingering;
+    c.deadline = Clock::now() + kLingerTimeout;
+    return true;
+  }
   char discard[512];
-  while (wait_for(fd, POLLIN, stop_fd, deadline)) {
-    const ssize_t n = ::recv(fd, discard, sizeof(discard), 0);
-    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-      break;
+  for (;;) {
+    const ssize_t n = ::recv(c.fd, discard, sizeof(discard), 0);
+    if (would_block(n))
+      return true;
+    if (n <= 0)
+      return false;
   }
 }
 
@@ -479,76 +538,56 @@ void MetricsServer::stop() {
 }
 
 void MetricsServer::serve() {
+  std::vector<Connection> connections;
+  connections.reserve(kMaxConnections);
+  auto close_at = [&](size_t i) {
+    ::close(connections[i].fd);
+    connections.erase(connections.begin() + static_cast<std::ptrdiff_t>(i));
+  };
+  Clock::time_point accept_paused_until{};
+  std::vector<pollfd> fds;
   for (;;) {
-    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {stop_fd_, POLLIN, 0}};
-    if (::poll(p, 2, -1) < 0 && errno != EINTR)
+    auto now = Clock::now();
+    auto wake = now + std::chrono::hours(1);
+    fds.assign({{stop_fd_, POLLIN, 0}, {now < accept_paused_until ? -1 : listen_fd_, POLLIN, 0}});
+    if (now < accept_paused_until)
+      wake = accept_paused_until;
+    for (const Connection &c : connections) {
+      fds.push_back({c.fd, static_cast<short>(c.state == Connection::State::Writing ? POLLOUT : POLLIN), 0});
+      wake = std::min(wake, c.deadline);
+    }
+    const auto wait_ms = std::chrono::duration_cast<std::chrono::milliseconds>(wake - now).count() + 1;
+    if (::poll(fds.data(), fds.size(), static_cast<int>(std::max<int64_t>(wait_ms, 0))) < 0 && errno != EINTR)
       return;
-    if (p[1].revents != 0)
-      return;
-    if (p[0].revents == 0)
+    if (fds[0].revents != 0)
+      break;  // stopping: abandon every connection
+    now = Clock::now();
+    // Connections first (their pollfds follow the first two, in order), from
+    // the back so that closing one does not move those still to look at.
+    for (size_t i = connections.size(); i-- > 0;) {
+      if (fds[2 + i].revents != 0 && !progress(connections[i], render_))
+        close_at(i);
+      else if (connections[i].deadline <= now)
+        close_at(i);  // too slow: close without a word
+    }
+    if (fds[1].revents == 0)
       continue;
-    const int connection = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (connection < 0) {
-      // Out of descriptors or memory: the connection stays queued and poll()
-      // would return at once, so back off rather than spin.
-      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
-        pollfd s{stop_fd_, POLLIN, 0};
-        if (::poll(&s, 1, 100) > 0)
-          return;
+    for (;;) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        // Out of descriptors or memory: the connection stays queued and poll()
+        // would return at once, so back off rather than spin.
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+          accept_paused_until = now + kAcceptBackoff;
+        break;
       }
-      continue;
+      if (connections.size() >= kMaxConnections)
+        close_at(0);  // the oldest: connections are kept in the order they came
+      connections.push_back({fd, Connection::State::Reading, now, now + kRequestTimeout, {}, {}, 0});
     }
-    try {
-      answer(connection);
-    } catch (const std::exception &) {
-      // Out of memory building a response: this scrape fails, the daemon goes on.
-    }
-    ::close(connection);
   }
-}
-
-void MetricsServer::answer(int connection) {
-  const auto deadline = Clock::now() + kRequestTimeout;
-  std::string head;
-  char buf[1024];
-  // Until the empty line that ends the head (CRLF, or bare LF from lenient clients).
-  while (head.find("\n\r\n") == std::string::npos && head.find("\n\n") == std::string::npos) {
-    if (head.size() >= kMaxRequestHead) {
-      respond(connection, stop_fd_, head.find('\n') == std::string::npos ? 414 : 431, "", "", false);
-      return;
-    }
-    if (!wait_for(connection, POLLIN, stop_fd_, deadline))
-      return;  // too slow, or the server is stopping: close without a word
-    const ssize_t n = ::recv(connection, buf, std::min(sizeof(buf), kMaxRequestHead - head.size()), 0);
-    if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK))
-      return;  // the client went away
-    if (n > 0)
-      head.append(buf, static_cast<size_t>(n));
-  }
-
-  // Request line: METHOD SP TARGET SP HTTP/1.x
-  const std::string_view line = std::string_view(head).substr(0, head.find('\n'));
-  const auto sp1 = line.find(' ');
-  const auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos || line.substr(sp2 + 1).rfind("HTTP/1.", 0) != 0) {
-    respond(connection, stop_fd_, 400, "", "", false);
-    return;
-  }
-  const std::string_view method = line.substr(0, sp1);
-  const bool get = method == "GET", head_only = method == "HEAD";
-  if (!(get || head_only) || target_path(line.substr(sp1 + 1, sp2 - sp1 - 1)) != "/metrics") {
-    respond(connection, stop_fd_, 404, "", "", head_only);
-    return;
-  }
-  std::string body;
-  try {
-    body = render_();
-  } catch (const std::exception &e) {
-    respond(connection, stop_fd_, 500, "text/plain",
-            std::string("netlatd: metrics unavailable: ") + e.what() + "\n", head_only);
-    return;
-  }
-  respond(connection, stop_fd_, 200, "text/plain; version=0.0.4; charset=utf-8", body, head_only);
+  for (const Connection &c : connections)
+    ::close(c.fd);
 }
 
 }  // namespace netlatd

@@ -22,6 +22,10 @@ constexpr uint64_t kNs = 1;
 constexpr uint64_t kUs = 1000;
 constexpr uint64_t kMs = 1000 * kUs;
 constexpr uint64_t kSec = 1000 * kMs;
+// NETLATD_MAX_PORTS: the BPF programs' table of watched ports.
+constexpr size_t kMaxPorts = 16;
+constexpr double kMaxDurationS = 1e9;  // 31 years; 2^63 ns is 292
+const std::string kTooManyPorts = "at most " + std::to_string(kMaxPorts) + " ports can be watched at once";
 
 uint16_t checked_port(int64_t v, const std::string &where) {
   if (v < 1 || v > 65535)
@@ -140,13 +144,27 @@ uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns) {
   return static_cast<uint64_t>(std::llround(ns));
 }
 
+// The kernel's own rule for a device name (dev_valid_name): 1 to 15 bytes,
+// not "." or "..", no '/', ':' or white space. Anything else names no
+// interface, and would be a path outside /sys/class/net.
+bool valid_interface_name(const std::string &name) {
+  if (name.empty() || name.size() >= 16 || name == "." || name == "..")
+    return false;
+  for (unsigned char c : name)
+    if (c == '/' || c == ':' || c <= ' ' || c == 0x7f)
+      return false;
+  return true;
+}
+
 void validate(const Options &o) {
   if (o.iface.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0)");
+  if (!o.iface.empty() && !valid_interface_name(o.iface))
+    throw Error(ExitCode::Usage, "'" + o.iface + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
   if (o.ports.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
-  if (o.ports.size() > 16)
-    throw Error(ExitCode::Usage, "at most 16 ports can be watched at once");
+  if (o.ports.size() > kMaxPorts)
+    throw Error(ExitCode::Usage, kTooManyPorts);
   if (!(o.interval_s >= 0.1 && o.interval_s <= 86400))
     throw Error(ExitCode::Usage, "interval must be between 0.1 and 86400 seconds");
   if (o.outliers_max_per_sec == 0 && o.outliers_over_ns)
@@ -156,8 +174,10 @@ void validate(const Options &o) {
   if (o.metrics_resolution != 1 && o.metrics_resolution != 2 && o.metrics_resolution != 4 &&
       o.metrics_resolution != 8)
     throw Error(ExitCode::Usage, "--metrics-resolution must be 1, 2, 4 or 8 (buckets per power of two)");
-  if (o.duration_s && !(*o.duration_s > 0))
-    throw Error(ExitCode::Usage, "--duration must be positive");
+  // The daemon counts the run in int64 nanoseconds: inf or 1e300 would
+  // overflow the conversion (undefined behaviour; UBSan's float-cast-overflow).
+  if (o.duration_s && !(*o.duration_s > 0 && *o.duration_s <= kMaxDurationS))
+    throw Error(ExitCode::Usage, "--duration must be more than 0 and at most 1e9 seconds");
 }
 
 void load_config_file(const std::string &path, Options &into, const std::vector<std::string> &set_on_cli) {
@@ -204,8 +224,11 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     return n->value<double>();
   };
 
-  if (auto s = string_of("iface"); s && !cli("iface"))
+  if (auto s = string_of("iface"); s && !cli("iface")) {
+    if (!valid_interface_name(*s))
+      throw fail(*tbl.get("iface"), "'" + *s + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
     into.iface = *s;
+  }
   if (const toml::node *n = tbl.get("ports"); n && !cli("ports")) {
     const toml::array *arr = n->as_array();
     if (!arr)
@@ -220,6 +243,11 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
         throw fail(e, err.what());
       }
     }
+    // Counted as the command line counts them, after duplicates go; a file
+    // with too many is a bad file (78, file:line:col), not a usage error.
+    std::set<uint16_t> distinct(into.ports.begin(), into.ports.end());
+    if (distinct.size() > kMaxPorts)
+      throw fail(*n, kTooManyPorts);
   }
   if (const toml::node *n = tbl.get("irq"); n && !cli("irq"))
     into.irqs = irqs_of(*n, fail);

@@ -316,7 +316,11 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
 
 std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
                                      int64_t mono_to_realtime_ns) {
-  auto wall_ns = [&](uint64_t mono) { return static_cast<int64_t>(mono) + mono_to_realtime_ns; };
+  // Modular, as the kernel's u64 stamps are: a stamp no kernel writes (over
+  // 2^63 ns minus the offset) shows as a far-off time, never signed overflow.
+  auto wall_ns = [&](uint64_t mono) {
+    return static_cast<int64_t>(mono + static_cast<uint64_t>(mono_to_realtime_ns));
+  };
 
   // Offsets are from the packet's first stamp on its path (the reader's call
   // may have started earlier: a negative offset then).

@@ -363,13 +363,13 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_
   // with .bss) with the same compare-and-swap the BPF side claims them with,
   // so an entry a CPU refilled meanwhile is left alone.
   for (netlatd_stash_entry &e : impl_->skel->bss->stash) {
-    uint64_t skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
+    __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
     if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
       continue;
     uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
     if (!t || now <= t || now - t <= inflight_max_age_ns)
       continue;
-    if (__atomic_compare_exchange_n(&e.skb, &skb, uint64_t{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
+    if (__atomic_compare_exchange_n(&e.skb, &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED))
       r.expired_inflight++;
   }

@@ -18,11 +18,34 @@ enum class ExitCode : int {
   Config = 78,         // config file content is invalid (file:line:col: message)
 };
 
+// Messages often echo input (a flag's value, a TOML key, the character a
+// parser stopped at), which may hold a newline or other control characters:
+// those are shown escaped ("\n", "\x1b"), so that an error stays one line on
+// stderr and in the journal and cannot forge another line there.
+inline std::string one_line_message(const std::string &message) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 // Fatal errors: thrown once, caught in main(), printed as
 // "netlatd: error: <message>", exit with code().
 class Error : public std::runtime_error {
 public:
-  Error(ExitCode code, const std::string &message) : std::runtime_error(message), code_(code) {}
+  Error(ExitCode code, const std::string &message) : std::runtime_error(one_line_message(message)), code_(code) {}
   ExitCode code() const noexcept { return code_; }
 
 private:

@@ -101,9 +101,14 @@ class MetricsError : public std::runtime_error {
 // A plain HTTP/1.1 responder of our own rather than a library: the endpoint
 // needs one route and no TLS, and the HTTP libraries Debian ships either link
 // OpenSSL (cpp-httplib: +3.4 MiB of RSS, a sixth of the daemon's budget) or
-// lack IPv6 (civetweb). One connection at a time, one request per connection
+// lack IPv6 (civetweb). One thread polls up to 32 connections at once (a new
+// one past that closes the oldest), one request per connection
 // (`Connection: close`), a request head of at most 8 KiB that must arrive
-// within a second: a scraper cannot hold the daemon up for longer than that.
+// within a second, a response the client must take within a second. Anything
+// but GET or HEAD of /metrics is refused (405, 404) as soon as its request
+// line is in. A slow, huge or malformed request costs its own connection
+// only: other scrapes are answered meanwhile, and the drain loop never waits
+// on a client (only on `render`'s mutex, for one render).
 //
 // `render` is called on the server's thread, one scrape at a time,
 // concurrently with the daemon's main loop. It must not touch live
@@ -137,7 +142,6 @@ public:
 
 private:
   void serve();
-  void answer(int connection);
 
   ListenAddress address_;
   Render render_;

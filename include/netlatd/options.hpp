@@ -34,7 +34,7 @@ struct Options {
   bool verbose = false;
   bool check = false;
   bool demo = false;
-  std::optional<double> duration_s;  // stop by itself after this long (demo, tests)
+  std::optional<double> duration_s;  // stop by itself after this long (demo, tests); at most 1e9 s
   // argv as given (argv[0] included): SIGHUP re-reads --config under the same
   // command line, which still wins over the file.
   std::vector<std::string> command_line;
@@ -66,6 +66,8 @@ std::vector<int> parse_irq_list(const std::string &text);
 
 // Checks values that do not depend on the machine (ports, interval, ...).
 void validate(const Options &o);
+// The kernel's rule for a network device name (what `--iface` accepts).
+bool valid_interface_name(const std::string &name);
 
 // The options a SIGHUP reload runs with: `running.command_line` parsed again,
 // so the config file is re-read and command-line flags still override it (a

@@ -39,18 +39,12 @@ void run_multi_reader(const MultiReaderCase &c) {
   VethNamespaces net;
   net.set_mtu(9000);
   const int n = c.bursts * c.burst_size;
-  ReaderRunSpec spec;
-  spec.port = c.port;
-  spec.family = c.family;
-  spec.to = c.family == 6 ? net.rx_addr6 : net.rx_addr;
-  spec.reader_mode = "udp";
+  ReaderRunSpec spec = udp_spec(net, c.port, c.family, static_cast<size_t>(n));
   spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(c.threads), "--call", c.call,
                       "--vlen", "8", "--expect", std::to_string(n)};
-  spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(c.bursts),
                       "--burst-size", std::to_string(c.burst_size), "--gap-us", "4000",
                       "--lengths", c.equal_lengths ? "equal" : "distinct", "--len", "200"};
-  spec.expect_reads = static_cast<size_t>(n);
   ReaderRun run = run_readers(net, spec);
   report(name_of(c), run);
   // Equal lengths: only the source port tells one datagram's record from

@@ -37,6 +37,11 @@ struct ReaderRun {
 
 ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec);
 
+// nlreaders udp and nlsenders udp on `port`, the reader bound to the rx
+// end's address of `family`, `datagrams` of them; the arguments are the
+// caller's to add.
+ReaderRunSpec udp_spec(const VethNamespaces &net, uint16_t port, int family, size_t datagrams);
+
 // A server in the rx namespace taking `requests` connections of one request
 // each (nlreaders tcp-rpc, with server_args added), and its client.
 ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,

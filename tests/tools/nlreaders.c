@@ -13,6 +13,10 @@
  *       on CPU, then reads non-blocking until EAGAIN. Ends after N datagrams.
  *       D: every thread waits for the first datagram, then sleeps D ms before
  *       its first read, so that the socket queues a backlog first.
+ *       [--peek]: each call is preceded by the same call with MSG_PEEK (not
+ *       logged: it consumes nothing). [--trunc-to B] (recv, recvfrom,
+ *       recvmsg): a buffer of B bytes and MSG_TRUNC, so the call returns the
+ *       datagram's whole length while copying B bytes; logged with that length.
  *   nlreaders udp-churn --port P --peer ADDR --peer-port Q --rounds R
  *                 --per-round K
  *       R times: a new socket bound to P, a ready datagram to the peer, K
@@ -54,7 +58,7 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", NULL};
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", NULL};
 
 static void on_term(int sig)
 {
@@ -81,6 +85,8 @@ static void configure(int argc, char **argv)
 	cfg.call = parse_call(nl_opt_str(o, n, "call", "recvfrom"));
 	cfg.vlen = (int)nl_opt_long(o, n, "vlen", 8);
 	cfg.epoll = nl_opt_flag(o, n, "epoll");
+	cfg.peek = nl_opt_flag(o, n, "peek");
+	cfg.trunc_to = nl_opt_long(o, n, "trunc-to", 0);
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
 	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);
 	cfg.expect = nl_opt_long(o, n, "expect", -1);
@@ -97,8 +103,10 @@ static void configure(int argc, char **argv)
 	cfg.rcvbuf = (int)nl_opt_long(o, n, "rcvbuf", 16 << 20);
 	cfg.family = nl_family(cfg.bind);
 	if (cfg.port <= 0 || cfg.port > 65535 || cfg.threads < 1 || cfg.threads > NLR_MAX_THREADS ||
-	    cfg.vlen < 1 || cfg.vlen > NLR_MAX_VLEN)
-		nl_usage("nlreaders", "--port 1..65535, --threads 1..64, --vlen 1..64");
+	    cfg.vlen < 1 || cfg.vlen > NLR_MAX_VLEN || cfg.trunc_to < 0 || cfg.trunc_to > NLR_BUF ||
+	    ((cfg.trunc_to || cfg.peek) && (cfg.call == NLR_RECVMMSG || cfg.call == NLR_READ)))
+		nl_usage("nlreaders", "--port 1..65535, --threads 1..64, --vlen 1..64, --trunc-to 0..65536; "
+				      "--peek and --trunc-to with recv, recvfrom or recvmsg");
 	const char *ns = nl_opt_str(o, n, "netns", NULL);
 	if (ns)
 		nl_enter_netns(ns);

@@ -19,7 +19,8 @@ enum nlr_call { NLR_RECV, NLR_RECVFROM, NLR_RECVMSG, NLR_RECVMMSG, NLR_READ };
 struct nlr_config {
 	int port, family, threads, vlen, peer_port, rcvbuf;
 	enum nlr_call call;
-	bool epoll;
+	bool epoll, peek;
+	long trunc_to; /* 0: whole datagrams; else a buffer this long and MSG_TRUNC */
 	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
 	const char *bind, *peer, *log, *ready_file;
 };

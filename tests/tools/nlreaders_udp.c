@@ -48,12 +48,31 @@ static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 	int got = 1;
 	m->msg_namelen = sizeof(b->from[0]);
 	b->from[0].ss_family = 0;
+	/* --trunc-to: a short buffer, and the datagram's length all the same. */
+	size_t room = cfg.trunc_to ? (size_t)cfg.trunc_to : NLR_BUF;
+	int flags = cfg.trunc_to ? MSG_TRUNC : 0;
+	b->iov[0].iov_len = room;
+	if (cfg.peek) {
+		/* The same call, looking only: the datagram stays queued for the next. */
+		switch (cfg.call) {
+		case NLR_RECV: n = recv(fd, b->data[0], room, flags | MSG_PEEK); break;
+		case NLR_RECVFROM:
+			n = recvfrom(fd, b->data[0], room, flags | MSG_PEEK, (struct sockaddr *)&b->from[0], &fl);
+			break;
+		case NLR_RECVMSG: n = recvmsg(fd, m, flags | MSG_PEEK); break;
+		default: break;
+		}
+		if (n < 0)
+			return -1;
+		fl = sizeof(b->from[0]);
+		m->msg_namelen = sizeof(b->from[0]);
+	}
 	uint64_t before = nl_mono_ns();
 	switch (cfg.call) {
-	case NLR_RECV: n = recv(fd, b->data[0], NLR_BUF, 0); break;
+	case NLR_RECV: n = recv(fd, b->data[0], room, flags); break;
 	case NLR_READ: n = read(fd, b->data[0], NLR_BUF); break;
-	case NLR_RECVFROM: n = recvfrom(fd, b->data[0], NLR_BUF, 0, (struct sockaddr *)&b->from[0], &fl); break;
-	case NLR_RECVMSG: n = recvmsg(fd, m, 0); break;
+	case NLR_RECVFROM: n = recvfrom(fd, b->data[0], room, flags, (struct sockaddr *)&b->from[0], &fl); break;
+	case NLR_RECVMSG: n = recvmsg(fd, m, flags); break;
 	case NLR_RECVMMSG:
 		for (int i = 0; i < cfg.vlen; i++)
 			b->msgs[i].msg_hdr.msg_namelen = sizeof(b->from[0]);
@@ -70,7 +89,8 @@ static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 		long len = b->msgs[i].msg_len;
 		if (len == 0)
 			return 0;
-		nlr_log_read(w, len, nl_sockaddr_port(&b->from[i]), nl_message_id(b->data[i], len), before, after);
+		long copied = cfg.trunc_to && len > cfg.trunc_to ? cfg.trunc_to : len;
+		nlr_log_read(w, len, nl_sockaddr_port(&b->from[i]), nl_message_id(b->data[i], copied), before, after);
 		w->bytes += (unsigned long long)len;
 	}
 	return got;

@@ -103,6 +103,34 @@ TEST_CASE("unreadable config exits 66, bad config 78 with file:line:col", "[cli]
   CHECK(e.err == "netlatd: error: " + unknown.path + ":2:9: unknown key 'portz'\n");
 }
 
+TEST_CASE("an error echoing a newline or an escape stays one line", "[cli][config]") {
+  // toml++ quotes the character it stopped at: here the newline after 'f'.
+  TempFile bad("ringbuf_mb = f\n");
+  auto e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.rfind("netlatd: error: " + bad.path + ":1:15: ", 0) == 0);
+  CHECK(e.err.find("\\n") != std::string::npos);
+  CHECK(lines(e.err) == 1);
+
+  e = run_netlatd({"--iface", "lo", "--port", "5000", "--interval", "1\n\x1b[2J"});
+  CHECK(e.code == 64);
+  CHECK(e.err.find("'1\\n\\x1b[2J'") != std::string::npos);
+  CHECK(lines(e.err) == 1);
+}
+
+TEST_CASE("a config file with more than 16 ports is a bad file (78); duplicates count once", "[cli][config]") {
+  std::string sixteen;
+  for (int p = 5001; p <= 5016; ++p)
+    sixteen += std::to_string(p) + ", ";
+  TempFile over("iface = \"lo\"\nports = [" + sixteen + "5017]\n");
+  auto e = run_netlatd({"--config", over.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + over.path + ":2:9: at most 16 ports can be watched at once\n");
+
+  TempFile repeated("iface = \"lo\"\nports = [" + sixteen + "5016, 5001]\n");
+  CHECK(parse({"--config", repeated.path.c_str()}).options.ports.size() == 16);
+}
+
 TEST_CASE("command line overrides the config file", "[config]") {
   TempFile cfg("iface = \"eth7\"\nports = [5000, 5001]\ninterval = 3.5\nformat = \"text\"\n"
                "outliers_over = \"2ms\"\n");
@@ -132,7 +160,18 @@ TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
   CHECK(code_of({"--iface", "lo", "--port", "1", "--interval", "-1"}) == ExitCode::Usage);
 }
 
-TEST_CASE("--help and --version exit 0 on stdout", "[cli]") {
+TEST_CASE("a --duration is a finite number of seconds the daemon can count", "[cli]") {
+  CHECK(parse({"--iface", "lo", "--port", "1", "--duration", "86400"}).options.duration_s == 86400.0);
+  CHECK(parse({"--iface", "lo", "--port", "1", "--duration", "1e9"}).options.duration_s == 1e9);
+  for (const char *bad : {"inf", "1e300", "1.1e9", "nan", "0", "-1"}) {
+    INFO(bad);
+    CHECK(code_of({"--iface", "lo", "--port", "1", "--duration", bad}) == ExitCode::Usage);
+  }
+}
+
+// The name must not start with "-": CTest passes it to Catch2 as the filter,
+// which would take it for an option, print its usage and exit 0 unrun.
+TEST_CASE("netlatd --help and --version exit 0 on stdout", "[cli]") {
   auto e = run_netlatd({"--help"});
   CHECK(e.code == 0);
   CHECK(e.out.find("--iface") != std::string::npos);
@@ -270,4 +309,22 @@ TEST_CASE("options by and metrics resolution: command line, config file, errors"
   CHECK(e.code == 78);
   CHECK(e.err == "netlatd: error: " + res.path +
                      ":3:22: metrics_resolution must be 1, 2, 4 or 8 (buckets per power of two)\n");
+}
+
+TEST_CASE("an interface name the kernel could not have exits 64 on the command line, 78 in the config", "[cli][config]") {
+  for (const char *bad : {"../../etc", "eth0:1", "a b", "sixteen-bytes-xx", ".", ".."}) {
+    INFO(bad);
+    auto e = run_netlatd({"--iface", bad, "--port", "5000"});
+    CHECK(e.code == 64);
+    CHECK(e.err == std::string("netlatd: error: '") + bad +
+                       "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)\n");
+  }
+  CHECK(netlatd::valid_interface_name("fifteen-bytes-x"));
+  CHECK(netlatd::valid_interface_name("eth0.100"));
+  CHECK(netlatd::valid_interface_name("bond0"));
+  TempFile cfg("ports = [5000]\niface = \"lo/../eth0\"\n");
+  auto e = run_netlatd({"--config", cfg.path});
+  CHECK(e.code == 78);
+  CHECK(e.err.rfind("netlatd: error: " + cfg.path + ":2:9: 'lo/../eth0' cannot be an interface name", 0) == 0);
+  CHECK(lines(e.err) == 1);
 }

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <random>
@@ -17,6 +18,7 @@
 #include <vector>
 
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -348,7 +350,8 @@ TEST_CASE("MetricsServer serves /metrics over real HTTP", "[metrics]") {
   CHECK(res->status == 404);
   res = nltest::http_request("127.0.0.1", server.port(), "POST", "/metrics");
   REQUIRE(res);
-  CHECK(res->status == 404);
+  CHECK(res->status == 405);
+  CHECK(res->header("allow") == "GET, HEAD");
   CHECK(scrapes == 1);
   // HEAD: the headers of a scrape, no body.
   res = nltest::http_request("127.0.0.1", server.port(), "HEAD", "/metrics");
@@ -431,4 +434,137 @@ TEST_CASE("MetricsServer: render failure is a 500, busy port is a clear error", 
   CHECK_THROWS_WITH(netlatd::MetricsServer(taken, [] { return std::string(); }),
                     Catch::Matchers::StartsWith("cannot listen on " + taken));
   CHECK_THROWS_AS(netlatd::MetricsServer("127.0.0.1:http", [] { return std::string(); }), std::invalid_argument);
+}
+
+namespace {
+
+int connect_to(uint16_t port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(fd >= 0);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0);
+  return fd;
+}
+
+void send_text(int fd, const std::string &text) {
+  REQUIRE(send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size()));
+}
+
+// What the server sends until it closes (or resets), within timeout_ms;
+// `closed` says whether it did close.
+std::string read_until_closed(int fd, int timeout_ms, bool &closed) {
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  closed = false;
+  for (;;) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || poll(&p, 1, static_cast<int>(left)) != 1)
+      return got;
+    char buf[4096];
+    const ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) {
+      closed = true;
+      return got;
+    }
+    got.append(buf, static_cast<size_t>(n));
+  }
+}
+
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
+    ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("MetricsServer: dozens of slow, huge and malformed clients hold no scrape up", "[metrics][hostile]") {
+  std::atomic<int> scrapes{0};
+  netlatd::MetricsServer server("127.0.0.1:0", [&] {
+    ++scrapes;
+    return std::string("netlatd_up 1\n");
+  });
+  const uint16_t port = server.port();
+  const size_t fds_before = open_fds();
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t).count();
+  };
+
+  // Refused as soon as the request line is in, headers or not: a wrong
+  // method (405), a wrong path (404), a line that is not HTTP (400).
+  const std::pair<std::string, std::string> refused[] = {
+      {"POST /metrics HTTP/1.1\r\nContent-Length: 100000\r\n", "HTTP/1.1 405 "},
+      {"DELETE / HTTP/1.0\r\n", "HTTP/1.1 405 "},
+      {"GET /admin HTTP/1.1\r\n", "HTTP/1.1 404 "},
+      {"GET /metrics%zz HTTP/1.1\r\n", "HTTP/1.1 404 "},
+      {std::string("\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\n", 12), "HTTP/1.1 400 "},
+      {"GET /metrics SPDY/3\r\n", "HTTP/1.1 400 "},
+      {"\r\n", "HTTP/1.1 400 "},
+  };
+  for (const auto &[request, status] : refused) {
+    INFO(request);
+    const int fd = connect_to(port);
+    const auto t = Clock::now();
+    send_text(fd, request);
+    bool closed = false;
+    const std::string got = read_until_closed(fd, 2000, closed);
+    CHECK(got.rfind(status, 0) == 0);
+    CHECK(closed);
+    CHECK(ms_since(t) < 500);
+    close(fd);
+  }
+  // A head that never ends: 414 without a line end, 431 with one, at 8 KiB.
+  for (const auto &[prefix, status] : {std::pair<std::string, std::string>{"GET /", "HTTP/1.1 414 "},
+                                       {"GET /metrics HTTP/1.1\r\nX: ", "HTTP/1.1 431 "}}) {
+    const int fd = connect_to(port);
+    send_text(fd, prefix + std::string(8192, 'a'));
+    bool closed = false;
+    CHECK(read_until_closed(fd, 2000, closed).rfind(status, 0) == 0);
+    CHECK(closed);
+    close(fd);
+  }
+  CHECK(scrapes == 0);
+
+  // 80 clients at once that never finish: silent, trickling, half a huge
+  // head. Twice the connections served at once, so old ones are closed for
+  // new ones; every real scrape among them is answered in well under the 1 s
+  // a slow client may take.
+  std::vector<int> hostile;
+  for (int i = 0; i < 80; ++i) {
+    const int fd = connect_to(port);
+    if (i % 3 == 1)
+      send_text(fd, "GET /metrics HTTP/1.1\r\nHost: x\r\n");  // no end of head, ever
+    else if (i % 3 == 2)
+      send_text(fd, "GET /" + std::string(4000, 'b'));
+    hostile.push_back(fd);
+    if (i % 10 == 9) {
+      const auto t = Clock::now();
+      auto res = nltest::http_request("127.0.0.1", port, "GET", "/metrics", 2000);
+      REQUIRE(res);
+      CHECK(res->status == 200);
+      CHECK(res->body == "netlatd_up 1\n");
+      CHECK(ms_since(t) < 300);
+    }
+  }
+  CHECK(scrapes == 8);
+  // Every hostile connection is closed by the server within its second.
+  for (int fd : hostile) {
+    bool closed = false;
+    read_until_closed(fd, 2500, closed);
+    CHECK(closed);
+    close(fd);
+  }
+  // Nothing kept: the server's descriptors are back to the listening socket
+  // and its eventfd, and it still answers.
+  CHECK(open_fds() == fds_before);
+  auto res = nltest::http_request("127.0.0.1", port, "GET", "/metrics", 2000);
+  REQUIRE(res);
+  CHECK(res->status == 200);
 }

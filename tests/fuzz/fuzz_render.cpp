@@ -1,0 +1,139 @@
+// Records as the ring buffer hands them over, any bytes at all: stamps out
+// of order, missing, zero, near 2^64. The input is whole struct
+// netlatd_packet records (sizeof, whatever the ABI makes it) and a tail
+// shorter than one record, taken as the interface's name (any bytes, as a
+// user may configure). Every record goes through the interval aggregate and
+// the outlier line; then the interval line, the text view and the Prometheus
+// page are rendered. Both JSON lines must parse back and be one line; the
+// Prometheus histograms must be cumulative and end at their count.
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz_check.hpp"
+#include "netlatd/metrics.hpp"
+#include "netlatd/report.hpp"
+
+namespace {
+
+using netlatd::Stage;
+
+// CLOCK_REALTIME - CLOCK_MONOTONIC of a host booted in November 2023.
+constexpr int64_t kMonoToRealtimeNs = 1'700'000'000'000'000'000;
+
+netlatd::ReportHeader header_for(const std::string &iface) {
+  netlatd::ReportHeader h;
+  h.host = "fuzzhost";
+  h.iface = iface;
+  h.ifindex = 2;
+  h.ports = {5000, 5001};
+  h.kernel = "6.18.0";
+  h.version = "0.1.0";
+  for (Stage s : netlatd::kAllStages) {
+    auto &sh = h.stages[static_cast<size_t>(s)];
+    sh.start_hook = "tp_btf/start_of_" + std::string(netlatd::stage_name(s));
+    sh.end_hook = "tp_btf/end_of_" + std::string(netlatd::stage_name(s));
+  }
+  // As on lo and veth, which have no IRQ lines.
+  if (iface.empty()) {
+    h.stages[static_cast<size_t>(Stage::Irq)].applicable = false;
+    h.stages[static_cast<size_t>(Stage::Irq)].why_not = "the interface has no IRQ lines";
+  }
+  return h;
+}
+
+nlohmann::json parsed_line(const std::string &line, const char *type) {
+  if (line.find('\n') != std::string::npos)
+    nlfuzz::fail("a JSON line is one line", line);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(line);
+  } catch (const nlohmann::json::exception &e) {
+    nlfuzz::fail("a JSON line parses back", std::string(e.what()) + " in " + line);
+  }
+  if (!j.is_object() || j.value("type", "") != type)
+    nlfuzz::fail("a JSON line says its type", line);
+  return j;
+}
+
+// Per stage: the `_bucket` values never go down and +Inf equals `_count`.
+void check_prometheus(const std::string &page) {
+  if (page.empty() || page.back() != '\n')
+    nlfuzz::fail("the Prometheus page ends with a newline", page);
+  const std::string bucket = "netlatd_stage_latency_seconds_bucket{stage=\"";
+  const std::string count = "netlatd_stage_latency_seconds_count{stage=\"";
+  std::map<std::string, uint64_t> last_bucket;
+  std::istringstream in(page);
+  for (std::string line; std::getline(in, line);) {
+    const size_t space = line.rfind(' ');
+    if (line.empty() || space == std::string::npos)
+      nlfuzz::fail("every Prometheus line is a comment or a sample", line);
+    if (line[0] == '#')
+      continue;
+    const std::string series = line.substr(0, space);
+    const uint64_t value = std::strtoull(line.c_str() + space + 1, nullptr, 10);
+    const bool is_bucket = series.rfind(bucket, 0) == 0, is_count = series.rfind(count, 0) == 0;
+    if (!is_bucket && !is_count)
+      continue;
+    const std::string stage = series.substr(0, series.find('"', is_bucket ? bucket.size() : count.size()));
+    const std::string key = stage.substr(stage.find('{'));
+    if (is_bucket && last_bucket.count(key) && value < last_bucket[key])
+      nlfuzz::fail("histogram buckets are cumulative", line);
+    if (is_count && (!last_bucket.count(key) || value != last_bucket[key]))
+      nlfuzz::fail("the +Inf bucket equals the count", line);
+    last_bucket[key] = value;
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const size_t records = size / sizeof(netlatd_packet);
+  const std::string iface(reinterpret_cast<const char *>(data) + records * sizeof(netlatd_packet),
+                          size % sizeof(netlatd_packet));
+  const netlatd::ReportHeader h = header_for(iface);
+
+  netlatd::IntervalAggregator agg;
+  for (size_t i = 0; i < records; ++i) {
+    netlatd_packet p;
+    std::memcpy(&p, data + i * sizeof p, sizeof p);
+    agg.add(p);
+    const nlohmann::json j = parsed_line(netlatd::format_outlier_json_line(h, p, kMonoToRealtimeNs), "outlier");
+    const auto total = netlatd::stage_duration(p, Stage::Total);
+    if (j.contains("total_ns") != total.has_value() || (total && j["total_ns"] != *total))
+      nlfuzz::fail("an outlier line shows the record's total", j.dump());
+  }
+
+  netlatd::IntervalReport r;
+  r.end = std::chrono::system_clock::time_point(std::chrono::seconds(1'700'000'000));
+  r.start = r.end - std::chrono::seconds(10);
+  r.data = &agg;
+  r.final = records % 2 == 1;
+  r.drops = {{"ringbuf_full", records}, {"output_dropped", 0}};
+  const nlohmann::json j = parsed_line(netlatd::format_json_line(h, r), "interval");
+  if (j["packets"] != records)
+    nlfuzz::fail("the interval line counts every record", j.dump());
+
+  const std::string text = netlatd::format_text(h, r);
+  if (text.empty() || text.back() != '\n')
+    nlfuzz::fail("the text view ends with a newline", text);
+
+  netlatd::MetricsSnapshot m;
+  m.iface = iface;
+  m.ports = h.ports;
+  for (Stage s : netlatd::kAllStages) {
+    auto &ms = m.stages[static_cast<size_t>(s)];
+    ms.applicable = h.stages[static_cast<size_t>(s)].applicable;
+    ms.latency.merge(agg.stage(s));
+  }
+  m.packets_udp = agg.packets_udp();
+  m.packets_tcp = agg.packets_tcp();
+  m.drops = r.drops;
+  check_prometheus(netlatd::render_prometheus(m));
+  return 0;
+}
