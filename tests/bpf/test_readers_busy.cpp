@@ -143,7 +143,12 @@ void check_bulk_streams(const std::string &name, const VethNamespaces &net, cons
   std::fprintf(stderr, "  tcp bytes: read %llu, in records %llu, skipped in counted gaps %llu\n",
                static_cast<unsigned long long>(t.tcp_read), static_cast<unsigned long long>(t.tcp_reported),
                static_cast<unsigned long long>(t.tcp_skipped));
-  CHECK(traced * 1000 >= received * 999);
+  // Nearly every byte is in a record (99.94-99.98 % on an idle 2-vCPU VM);
+  // what is not is in gaps counted under tcp_gap (below), left by BPF runs
+  // the kernel skipped (hook_misses), which a busy machine makes more of:
+  // 99.82 % with a compiler running beside it. The accounting is the
+  // invariant; the fraction a floor well under what an idle host gives.
+  CHECK(traced * 100 >= received * 99);
   CHECK(traced <= received + 65536);
   // The daemon's own byte count agrees with its records, and bytes read but
   // in no record are in gaps counted under a reason, or in the one segment
