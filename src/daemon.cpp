@@ -807,9 +807,14 @@ int Service::run() {
   demo_.reset();
   auto c = tracer_->counter_totals();
   auto d = tracer_->drop_totals();
+  std::vector<std::string> losses;
+  for (size_t i = 0; i < d.size(); i++)
+    if (d[i])
+      losses.push_back(fmt::format("{} {}", drop_name(static_cast<int>(i)), d[i]));
   spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
                "losses: {}",
-               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED], fmt::join(d, " "));
+               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED],
+               losses.empty() ? std::string("none") : fmt::format("{}", fmt::join(losses, ", ")));
   tracer_.reset();
   if (!sink_->flush(500))
     spdlog::warn("output {} did not take the last lines within 500 ms; {} lines dropped in all",
