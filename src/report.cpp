@@ -201,12 +201,22 @@ void IntervalAggregator::add(const netlatd_packet &p) {
     ++unordered_;
     return;
   }
-  for (Stage s : kAllStages) {
-    if (auto d = stage_duration(p, s)) {
-      stages_[static_cast<size_t>(s)].record(*d);
+  for (Stage s : kAllStages)
+    if (auto d = stage_duration(p, s))
       series.stages[static_cast<size_t>(s)].record(*d);
-    }
+  stages_stale_ = true;
+}
+
+const Histogram &IntervalAggregator::stage(Stage s) const noexcept {
+  if (stages_stale_) {
+    for (Histogram &h : stages_)
+      h.reset();
+    for (const auto &[key, series] : series_)
+      for (size_t i = 0; i < kStageCount; i++)
+        stages_[i].merge(series.stages[i]);
+    stages_stale_ = false;
   }
+  return stages_[static_cast<size_t>(s)];
 }
 
 void IntervalAggregator::set_breakdown(BreakdownSpec by) {
@@ -217,6 +227,7 @@ void IntervalAggregator::set_breakdown(BreakdownSpec by) {
 void IntervalAggregator::reset() noexcept {
   for (Histogram &h : stages_)
     h.reset();
+  stages_stale_ = false;
   // A series idle for a whole interval goes: reader cgroups come and go,
   // and each series holds its histograms' memory.
   std::erase_if(series_, [](const auto &entry) { return entry.second.packets == 0; });

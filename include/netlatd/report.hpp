@@ -60,12 +60,15 @@ public:
   uint64_t unordered() const noexcept { return unordered_; }  // records whose stamps were out of order
   // Records with the packet's stamps only: which read returned it cannot be proved.
   uint64_t reader_unknown() const noexcept { return reader_unknown_; }
-  const Histogram &stage(Stage s) const noexcept { return stages_[static_cast<size_t>(s)]; }
+  // All series merged: each record is recorded once, in its series, and the
+  // totals are made when asked (once per change), not per record.
+  const Histogram &stage(Stage s) const noexcept;
 
 private:
   BreakdownSpec by_;
   SeriesMap series_;
-  std::array<Histogram, kStageCount> stages_{};
+  mutable std::array<Histogram, kStageCount> stages_{};
+  mutable bool stages_stale_ = false;
   uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0, tcp_bytes_ = 0;
 };
 
