@@ -61,7 +61,8 @@ nlohmann::json parsed_line(const std::string &line, const char *type) {
   return j;
 }
 
-// Per stage: the `_bucket` values never go down and +Inf equals `_count`.
+// Per series (stage and breakdown labels): the `_bucket` values never go down
+// and +Inf equals `_count`.
 void check_prometheus(const std::string &page) {
   if (page.empty() || page.back() != '\n')
     nlfuzz::fail("the Prometheus page ends with a newline", page);
@@ -80,8 +81,12 @@ void check_prometheus(const std::string &page) {
     const bool is_bucket = series.rfind(bucket, 0) == 0, is_count = series.rfind(count, 0) == 0;
     if (!is_bucket && !is_count)
       continue;
-    const std::string stage = series.substr(0, series.find('"', is_bucket ? bucket.size() : count.size()));
-    const std::string key = stage.substr(stage.find('{'));
+    // The labels without `le`, which a bucket line has last.
+    std::string key = series.substr(series.find('{'));
+    if (is_bucket)
+      key = key.substr(0, key.rfind(",le=\""));
+    else
+      key.pop_back();  // '}'
     if (is_bucket && last_bucket.count(key) && value < last_bucket[key])
       nlfuzz::fail("histogram buckets are cumulative", line);
     if (is_count && (!last_bucket.count(key) || value != last_bucket[key]))
@@ -126,14 +131,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   netlatd::MetricsSnapshot m;
   m.iface = iface;
   m.ports = h.ports;
-  for (Stage s : netlatd::kAllStages) {
-    auto &ms = m.stages[static_cast<size_t>(s)];
-    ms.applicable = h.stages[static_cast<size_t>(s)].applicable;
-    ms.latency.merge(agg.stage(s));
+  for (Stage s : netlatd::kAllStages)
+    m.stages[static_cast<size_t>(s)].applicable = h.stages[static_cast<size_t>(s)].applicable;
+  // Every series the records made, labelled by what the key holds (arbitrary
+  // ports and protocol numbers included).
+  for (const auto &[key, series] : agg.series()) {
+    auto &out = m.series[key];
+    out.labels = {{"dport", std::to_string(key.dport)}, {"proto", std::to_string(key.proto)}};
+    for (size_t i = 0; i < netlatd::kStageCount; ++i)
+      out.latency[i].merge(series.stages[i]);
   }
   m.packets_udp = agg.packets_udp();
   m.packets_tcp = agg.packets_tcp();
-  m.drops = r.drops;
+  m.kernel_drops = records;
+  for (const auto &[reason, n] : r.drops)
+    m.losses[reason] = n;
   check_prometheus(netlatd::render_prometheus(m));
   return 0;
 }
