@@ -206,8 +206,10 @@ public:
   void set_daemon(pid_t pid) { pid_ = pid; }
 
   // Renames the output (if the daemon made it yet), makes the next one a
-  // named pipe every kRotationsPerStall-th time, then SIGHUP.
-  void rotate() {
+  // named pipe every kRotationsPerStall-th time, then SIGHUP. Returns when
+  // the signal was sent (taken before it, so that the daemon's answer
+  // cannot come earlier).
+  int64_t rotate() {
     std::lock_guard lock(mu_);
     rotation_++;
     Chunk c;
@@ -233,8 +235,10 @@ public:
         stalls_++;
       }
     }
+    const int64_t sent = mono_ns();
     kill(pid_, SIGHUP);
     hups_++;
+    return sent;
   }
 
   // Reads what is due: pipes past their stall, and every renamed output the
@@ -549,9 +553,9 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
       while (!stop_rotating && mono_ns() < next)
         sleep_ms(10);
       if (!stop_rotating) {
-        soak.rotate();
+        const int64_t sent = soak.rotate();
         std::lock_guard lock(times_mu);
-        hup_ns.push_back(mono_ns());
+        hup_ns.push_back(sent);
       }
     }
   });
