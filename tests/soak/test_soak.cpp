@@ -200,7 +200,7 @@ struct VerdictSum {
 // the verdict on its records.
 class Soak {
 public:
-  Soak(const VethNamespaces &net, fs::path dir) : net_(net), dir_(std::move(dir)), out_(dir_ / "out.jsonl") {}
+  explicit Soak(fs::path dir) : dir_(std::move(dir)), out_(dir_ / "out.jsonl") {}
 
   const fs::path &output() const { return out_; }
   void set_daemon(pid_t pid) { pid_ = pid; }
@@ -454,7 +454,6 @@ private:
     }
   }
 
-  const VethNamespaces &net_;
   fs::path dir_, out_;
   pid_t pid_ = -1;
   std::recursive_mutex mu_;
@@ -497,7 +496,7 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
 
   VethNamespaces net;
   TempDir dir("netlatd-soak");
-  Soak soak(net, dir.path());
+  Soak soak(dir.path());
   const auto snmp_before = udp_snmp(net.rx_ns);
   // The neighbour first, on another port, so that the first round's first
   // datagrams do not wait for ARP.
