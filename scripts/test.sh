@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up everything on a fresh Debian 12 machine (as root), builds netlatd and
 # runs every test tier: unit, bpf, service, prometheus, vm, a smoke run of the
-# benchmark (bench: seconds, so it never rots; its figures mean nothing), and
-# the hardening tiers: asan (unit, bpf and service built with ASan+UBSan), tsan
+# benchmark (bench: seconds, so it never rots; its figures mean nothing), the
+# soak (the daemon for NETLATD_SOAK_SECONDS, default 60, under a flood,
+# socket churn, its interface re-created, SIGHUP with rotation and a stalled
+# consumer), and the hardening tiers: asan (unit, bpf and service built with ASan+UBSan), tsan
 # (unit and service built with TSan) and fuzz (each libFuzzer harness of
 # tests/fuzz for NETLATD_FUZZ_SECONDS, default 60). Each sanitized build has a
 # build directory of its own (build-asan, build-tsan, build-fuzz). A tier
@@ -14,7 +16,7 @@
 #   NETLATD_TIERS="asan" scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tiers=${NETLATD_TIERS:-"unit bpf service prometheus vm bench asan tsan fuzz"}
+tiers=${NETLATD_TIERS:-"unit bpf service prometheus vm bench soak asan tsan fuzz"}
 build=${NETLATD_BUILD_DIR:-build}
 fuzz_seconds=${NETLATD_FUZZ_SECONDS:-60}
 
@@ -25,7 +27,7 @@ has_tier vm && extra+=(--vm)
 has_tier bench && extra+=(--bench)
 has_tier prometheus && extra+=(--prometheus)
 scripts/install-deps.sh "${extra[@]}"
-for tier in unit bpf service vm bench; do
+for tier in unit bpf service vm bench soak; do
   if has_tier $tier; then
     cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     cmake --build "$build" -j"$(nproc)"
@@ -44,8 +46,9 @@ ctest_tier() {
   local name=$1 dir=$2 labels=$3 log trc line skipped
   shift 3
   local args=("$@")
-  # The vm tier's log is the point: the guest's --check and its stage table.
-  [ "$name" = vm ] && args+=(-V)
+  # The vm tier's log is the point: the guest's --check and its stage table;
+  # the soak's, its summary line (figures of every check).
+  [ "$name" = vm ] || [ "$name" = soak ] && args+=(-V)
   log=$(mktemp)
   set +e
   "${ctest_prefix[@]}" ctest --test-dir "$dir" -L "$labels" --output-on-failure "${args[@]}" 2>&1 | tee "$log"

@@ -440,7 +440,10 @@ void Service::set_status() {
 }
 
 void Service::end_interval(bool final) {
-  tracer_->poll(0);
+  // The last interval takes what the ring holds (within a bound: a flood
+  // may still be filling it).
+  for (int polls = 0; tracer_->poll(0) >= Tracer::kPollBudget && final && polls < 64; polls++)
+    continue;
   auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
   expired_inflight_ += sweep.expired_inflight;
   expired_unread_ += sweep.expired_unread;
@@ -536,23 +539,34 @@ void Service::check_interface() {
     interface_back(now->ifindex);
 }
 
+// The events say that something happened to the interface; what is there
+// now is looked up by name. A busy drain loop reads them late, after the
+// 1 s lookup may have found the new interface: acting on each in turn
+// would retarget to an ifindex already deleted (its last RTM_NEWLINK, as
+// it went down) before its RTM_DELLINK is read.
 void Service::on_link_events() {
-  bool lost = false;
+  bool lost = false, ours = false, deleted = false;
+  std::string renamed_to;
   for (const LinkEvent &e : links_->read_events(lost)) {
+    const bool target = iface_present_ && e.ifindex == target_.ifindex;
     if (e.kind == LinkEvent::Kind::Deleted) {
-      if (iface_present_ && e.ifindex == target_.ifindex)
-        interface_gone("");
+      deleted |= target;
     } else if (e.name == opts_.iface) {
-      if (!iface_present_ || e.ifindex != target_.ifindex)
-        interface_back(e.ifindex);
-    } else if (iface_present_ && e.ifindex == target_.ifindex && !e.name.empty()) {
-      interface_gone(" (renamed to " + e.name + ")");
+      ours = true;
+    } else if (target && !e.name.empty()) {
+      renamed_to = e.name;
     }
   }
-  if (lost) {
+  if (lost)
     spdlog::debug("rtnetlink notifications were lost; looking the interface up again");
-    check_interface();
-  }
+  if (!ours && !deleted && renamed_to.empty() && !lost)
+    return;
+  auto now = lookup_interface(opts_.iface);
+  // Gone, even if a new one by the name is there already: said so, then back.
+  if (iface_present_ && (deleted || !renamed_to.empty() || !now))
+    interface_gone(renamed_to.empty() ? "" : " (renamed to " + renamed_to + ")");
+  if (now && (!iface_present_ || now->ifindex != target_.ifindex))
+    interface_back(now->ifindex);
 }
 
 void Service::reload() {
@@ -748,6 +762,7 @@ int Service::run() {
   prev_counters_ = tracer_->counter_totals();
   int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + kSecond;
   int64_t next_publish = 0;
+  bool behind = false;
 
   for (;;) {
     int64_t now = clock_ns(CLOCK_MONOTONIC);
@@ -756,12 +771,13 @@ int Service::run() {
       wake = std::min(wake, stop_at);
     if (watchdog_period)
       wake = std::min(wake, next_watchdog);
-    int timeout_ms = static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
+    // Records left in the ring by the last poll's budget: no waiting.
+    int timeout_ms = behind ? 0 : static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
     epoll_event events[8];
     int n = epoll_wait(ep.get(), events, 8, timeout_ms);
     if (n < 0 && errno != EINTR)
       throw Error(ExitCode::Software, std::string("epoll_wait: ") + std::strerror(errno));
-    tracer_->poll(0);
+    behind = tracer_->poll(0) >= Tracer::kPollBudget;
     for (int i = 0; i < n; i++)
       if (links_ && events[i].data.fd == links_->fd())
         on_link_events();

@@ -96,8 +96,18 @@ int LineSink::open_fd() const {
   if (path_ == "-")
     return STDOUT_FILENO;
   const int fd = open(path_.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-  if (fd >= 0)
-    share_with_group(fd);
+  if (fd < 0)
+    return fd;
+  // A named pipe (a collector reading a FIFO) whose reader stalls would
+  // block write() for ever, and with it the exit: as for a piped stdout,
+  // non-blocking writes let the writer give up. This descriptor is ours alone.
+  struct stat st {};
+  if (fstat(fd, &st) == 0 && (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))) {
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0)
+      fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  }
+  share_with_group(fd);
   return fd;
 }
 

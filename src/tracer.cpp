@@ -164,11 +164,21 @@ struct Tracer::Impl {
       netlatd_bpf__destroy(skel);
   }
 
+  // Under a flood the ring fills as fast as it is drained, and libbpf
+  // consumes until it is empty: without a budget (kPollBudget, about 30 ms
+  // of records at the daemon's cost per record) the drain loop would not
+  // get back to signals, rtnetlink, the report interval or the watchdog for
+  // seconds (a SIGHUP waited 3 s in the soak). What handle() returns when
+  // the budget is spent: libbpf stores the consumer position past that
+  // record (already handled) and stops.
+  static constexpr int kBudgetSpent = -ECANCELED;
+  int budget_left = kPollBudget;
+
   static int handle(void *ctx, void *data, size_t size) {
     auto *self = static_cast<Impl *>(ctx);
     if (size >= sizeof(netlatd_packet))
       self->on_record(*static_cast<const netlatd_packet *>(data));
-    return 0;
+    return --self->budget_left > 0 ? 0 : kBudgetSpent;
   }
 
   template <size_t N>
@@ -295,10 +305,15 @@ void Tracer::set_target(const TraceTarget &t) {
 }
 
 int Tracer::poll(int timeout_ms) {
+  impl_->budget_left = kPollBudget;
   int n = ring_buffer__poll(impl_->ring, timeout_ms);
+  if (n == Impl::kBudgetSpent)
+    return kPollBudget;
   if (n < 0 && n != -EINTR)
     throw Error(ExitCode::Software, "ring buffer poll failed: " + errno_text(n));
   int m = ring_buffer__consume(impl_->ring);
+  if (m == Impl::kBudgetSpent)
+    return kPollBudget;
   if (m < 0 && m != -EINTR)
     throw Error(ExitCode::Software, "ring buffer consume failed: " + errno_text(m));
   return std::max(n, 0) + std::max(m, 0);

@@ -51,8 +51,11 @@ public:
   bool wait_until_live(int timeout_ms);
 
   // Drains the ring buffer: waits up to timeout_ms for a wake-up, then
-  // consumes whatever is there (records are mostly submitted without a
-  // wake-up, see targ_wakeup_bytes). Returns the records consumed.
+  // consumes what is there (records are mostly submitted without a wake-up,
+  // see targ_wakeup_bytes), at most kPollBudget records, so that a flood
+  // cannot keep the caller from its signals and timers. Returns the records
+  // consumed: kPollBudget means more may be waiting.
+  static constexpr int kPollBudget = 16384;
   int poll(int timeout_ms);
   int ring_epoll_fd() const;
 

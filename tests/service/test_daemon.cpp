@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -444,6 +445,36 @@ TEST_CASE("a stdout reader that stalls: draining goes on, lines are dropped and 
   REQUIRE(nl->wait(5000));
   CHECK(nl->exit().code == 0);
   CHECK(ms_since(t) < 1500);  // it gives up on the reader after 500 ms
+}
+
+// A collector reading a named pipe given as --output, stalled: the daemon
+// fills the pipe, queues, drops and counts, and still exits at once.
+TEST_CASE("a named pipe as --output whose reader stalls: lines dropped and counted, exit 0 within 1.5 s",
+          "[service][sink]") {
+  SKIP_UNLESS_ROOT();
+  TempDir dir;
+  const fs::path fifo = dir.path() / "netlatd.pipe";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  // Held open and never read: the daemon's open does not wait, its writes fill the pipe.
+  const int reader_fd = open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  REQUIRE(reader_fd >= 0);
+  const uint16_t port = free_port();
+  Reader reader("", "udp", 4, "127.0.0.1", port);
+  Daemon nl(netlatd_on_lo(port, {"--interval", "0.5", "--outliers-over", "0ns", "--outliers-max-per-sec", "1000000",
+                                 "--output", fifo.string()}));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  send_udp("", 4, "127.0.0.1", port, 6000, 32, 20);
+  reader.wait_for(6000, 10000);
+  REQUIRE(nl->wait_for_stderr("is not keeping up", 5000));
+
+  const auto t = Clock::now();
+  nl->signal(SIGTERM);
+  const bool exited = nl->wait(5000);
+  close(reader_fd);  // a daemon stuck in write() gets EPIPE now; measured before
+  REQUIRE(exited);
+  CHECK(nl->exit().code == 0);
+  CHECK(ms_since(t) < 1500);
 }
 
 TEST_CASE("a stdout reader that went away (EPIPE): one error line, drops counted, the daemon runs on",

@@ -15,6 +15,13 @@
  *                 --per-round K [--base-len N] [--len-span M]
  *       R times: wait for the reader's ready datagram at port Q, then send K
  *       datagrams (datagram i is N + i % M bytes long).
+ *   nlsenders udp-flood --to ADDR --port P --duration-ms D [--threads T]
+ *                 [--base-len N] [--len-span M] [--max-sends X]
+ *       T threads, pinned to CPUs 0..T-1, each with its own socket, send
+ *       back to back for D ms (at most X datagrams in all); datagram i is
+ *       N + i % M bytes long. A send the kernel refuses (the interface
+ *       deleted under it) is not logged, only counted ("refused=" on stdout),
+ *       and its thread pauses 1 ms. Exit 0.
  *   nlsenders tcp-conns --to ADDR --port P --conns N [--requests R]
  *                 [--size S] [--gap-ms G]
  *       Opens N connections (all held open), then R times writes one S-byte
@@ -46,7 +53,7 @@ static atomic_long sent_count;
 
 static const char *const known_opts[] = {
 	"to", "port", "threads", "bursts", "burst-size", "lengths", "len", "base-len", "sport-base", "gap-us",
-	"listen-port", "rounds", "per-round", "len-span", "conns", "requests", "size", "gap-ms", "netns", "log", NULL};
+	"listen-port", "rounds", "per-round", "len-span", "conns", "requests", "size", "gap-ms", "netns", "log", "duration-ms", "max-sends", NULL};
 
 static void configure(int argc, char **argv)
 {
@@ -71,6 +78,8 @@ static void configure(int argc, char **argv)
 	scfg.size = nl_opt_long(o, n, "size", 100);
 	scfg.gap_ms = nl_opt_long(o, n, "gap-ms", 10);
 	scfg.log = nl_opt_str(o, n, "log", NULL);
+	scfg.duration_ms = nl_opt_long(o, n, "duration-ms", 1000);
+	scfg.max_sends = nl_opt_long(o, n, "max-sends", 4000000);
 	if (!*scfg.to || scfg.port <= 0 || scfg.port > 65535 || scfg.threads < 1 || scfg.threads > 64 ||
 	    scfg.base_len < NL_HDR_LEN || scfg.len < NL_HDR_LEN || scfg.size < NL_HDR_LEN || scfg.len_span < 1)
 		nl_usage("nlsenders", "--to ADDR --port 1..65535, --threads 1..64, lengths >= 12");
@@ -125,13 +134,15 @@ static void write_log(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		nl_usage("nlsenders", "nlsenders udp|udp-churn|tcp-conns|tcp-rpc --to ADDR --port P ...");
+		nl_usage("nlsenders", "nlsenders udp|udp-flood|udp-churn|tcp-conns|tcp-rpc --to ADDR --port P ...");
 	const char *mode = argv[1];
 	configure(argc - 2, argv + 2);
 	signal(SIGPIPE, SIG_IGN);
 	int ok;
 	if (!strcmp(mode, "udp"))
 		ok = nls_run_udp();
+	else if (!strcmp(mode, "udp-flood"))
+		ok = nls_run_udp_flood();
 	else if (!strcmp(mode, "udp-churn"))
 		ok = nls_run_udp_churn();
 	else if (!strcmp(mode, "tcp-conns"))
@@ -139,7 +150,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(mode, "tcp-rpc"))
 		ok = nls_run_tcp_rpc();
 	else
-		nl_usage("nlsenders", "mode is udp, udp-churn, tcp-conns or tcp-rpc");
+		nl_usage("nlsenders", "mode is udp, udp-flood, udp-churn, tcp-conns or tcp-rpc");
 	if (scfg.log)
 		write_log();
 	printf("nlsenders: result sent=%ld ok=%d\n", atomic_load(&sent_count), ok);

@@ -15,6 +15,7 @@ struct nls_config {
 	bool equal;
 	long bursts, burst_size, len, base_len, len_span, gap_us, rounds, per_round, conns, requests, size, gap_ms;
 	long log_capacity;
+	long duration_ms, max_sends;
 };
 
 struct nls_sent {
@@ -33,6 +34,7 @@ int nls_local_port(int fd);
 char *nls_message(long len, uint32_t id);
 
 int nls_run_udp(void);
+int nls_run_udp_flood(void);
 int nls_run_udp_churn(void);
 int nls_run_tcp_conns(void);
 int nls_run_tcp_rpc(void);

@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -120,4 +121,53 @@ int nls_run_udp_churn(void)
 	}
 	close(fd);
 	return ok && !atomic_load(&send_failed);
+}
+
+static atomic_long flood_refused;
+
+/* Thread t sends datagrams t, t + T, t + 2T, ... until the deadline. */
+static void *flood_sender(void *arg)
+{
+	int t = (int)(long)arg;
+	nl_pin_cpu(t);
+	int fd = udp_socket(0);
+	int sport = nls_local_port(fd);
+	uint64_t deadline = nl_mono_ns() + (uint64_t)scfg.duration_ms * 1000000ull;
+	long share = scfg.max_sends / scfg.threads;
+	for (long k = 0; k < share; k++) {
+		uint32_t id = (uint32_t)(t + k * scfg.threads);
+		long len = scfg.base_len + id % scfg.len_span;
+		char *msg = nls_message(len, id);
+		uint64_t ns = nl_mono_ns();
+		if (ns >= deadline)
+			break;
+		if (sendto(fd, msg, (size_t)len, 0, (struct sockaddr *)&dest, dest_len) == len) {
+			if (!sport)
+				sport = nls_local_port(fd);
+			nls_log_sent(id, (uint32_t)len, sport, ns);
+			continue;
+		}
+		/* The interface (or its address, or the route) is gone for a
+		 * moment, or the queue is full: counted, then a pause. */
+		atomic_fetch_add(&flood_refused, 1);
+		usleep(1000);
+	}
+	close(fd);
+	return NULL;
+}
+
+int nls_run_udp_flood(void)
+{
+	if (scfg.base_len + scfg.len_span - 1 > 65507)
+		nl_usage("nlsenders", "--base-len + --len-span above 65508");
+	dest_len = nl_sockaddr(&dest, scfg.to, scfg.port, AF_INET);
+	nls_log_init(scfg.max_sends);
+	pthread_t th[64];
+	for (long t = 0; t < scfg.threads; t++)
+		if (pthread_create(&th[t], NULL, flood_sender, (void *)t) != 0)
+			nl_die("pthread_create");
+	for (int t = 0; t < scfg.threads; t++)
+		pthread_join(th[t], NULL);
+	printf("nlsenders: refused=%ld\n", atomic_load(&flood_refused));
+	return 1;
 }
