@@ -1,7 +1,12 @@
 #include "netlatd/daemon.hpp"
 
 #include <linux/capability.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
 #include <net/if.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -98,6 +103,32 @@ private:
   int fd_;
 };
 
+// --netns opened (-1 when not given). Throws Error(NoInterface) when there
+// is no such namespace.
+int open_netns(const std::string &spec) {
+  if (spec.empty())
+    return -1;
+  const std::string path = netns_path(spec);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(ExitCode::NoInterface,
+                "no network namespace '" + spec + "' (" + path + ": " + std::strerror(errno) + ")");
+  // The kernel says what namespace a file is (4.11+); a regular file or
+  // another kind of namespace is refused here, not at setns().
+  if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+    close(fd);
+    throw Error(ExitCode::NoInterface, "'" + path + "' is not a network namespace");
+  }
+  return fd;
+}
+
+uint32_t netns_inode(int fd) {
+  if (fd < 0)
+    return current_netns_inode();
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
+}
+
 // Outlier lines are rate-limited with a token bucket refilled each second.
 class RateLimit {
 public:
@@ -187,7 +218,8 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   if (!opts.ifaces.empty()) {
     std::map<std::string, uint32_t> ids;
     std::vector<std::string> left_out;
-    const auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out);
+    Fd netns(open_netns(opts.netns));
+    const auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out, netns.get());
     if (traced.empty())
       std::printf("\n--iface %s: no interface\n", opts.ifaces.front().c_str());
     for (const TracedInterface &t : traced) {
@@ -255,7 +287,7 @@ bool is_loopback(const std::string &host) { return host.rfind("127.", 0) == 0 ||
 class Service {
 public:
   Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
-          std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids);
+          std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd);
   int run();
 
 private:
@@ -311,6 +343,7 @@ private:
   std::map<std::string, uint32_t> iface_ids_;  // each name's number in the records, for the daemon's life
   std::set<std::string> warned_left_out_;
   std::vector<std::pair<uint32_t, std::string>> seen_links_;  // the 1 s fallback's view (if_nameindex)
+  int netns_fd_ = -1;  // --netns, owned by run_daemon; -1 = the daemon's own
   uint32_t netns_inode_ = 0;
   std::unique_ptr<LinkMonitor> links_;
   std::unique_ptr<DemoTraffic> demo_;
@@ -329,9 +362,9 @@ private:
 };
 
 Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
-                 std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids)
-    : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), iface_ids_(std::move(ids)),
-      outlier_limit_(opts.outliers_max_per_sec) {
+                 std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd)
+    : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec),
+      iface_ids_(std::move(ids)), netns_fd_(netns_fd) {
   header_.host = hostname();
   header_.ports = opts_.ports;
   header_.kernel = features_->kernel_release();
@@ -341,7 +374,7 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   header_.version = kVersion;
   for (const HookChoice &c : plan_.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
-  netns_inode_ = current_netns_inode();
+  netns_inode_ = netns_inode(netns_fd_);
   metrics_.version = kVersion;
   metrics_.kernel = header_.kernel;
   metrics_.buckets_per_power_of_two = opts_.metrics_resolution;
@@ -544,7 +577,7 @@ size_t Service::interfaces_present() const {
 // followed without a restart.
 void Service::refresh_interfaces() {
   std::vector<std::string> left_out;
-  auto next = look_up_interfaces(opts_.ifaces, opts_.irqs, iface_ids_, left_out);
+  auto next = look_up_interfaces(opts_.ifaces, opts_.irqs, iface_ids_, left_out, netns_fd_);
   for (const std::string &name : left_out)
     if (warned_left_out_.insert(name).second)
       spdlog::warn("interface {} is not traced: netlatd traces at most {} interfaces in a run", name, kMaxIfaces);
@@ -586,10 +619,11 @@ void Service::check_interfaces() {
   // One call gives every name and index: only when they changed is every
   // interface looked up again (sysfs, /proc/interrupts).
   std::vector<std::pair<uint32_t, std::string>> links;
-  if (struct if_nameindex *all = if_nameindex()) {
-    for (auto *i = all; i->if_index != 0; ++i)
-      links.emplace_back(i->if_index, i->if_name);
-    if_freenameindex(all);
+  try {
+    links = interface_names(netns_fd_);
+  } catch (const std::system_error &e) {
+    spdlog::warn("cannot list the interfaces: {}", e.what());
+    return;
   }
   if (links == seen_links_)
     return;
@@ -672,6 +706,11 @@ void Service::apply(Options next) {
       next.output_group = opts_.output_group;
     }
   }
+  if (next.netns != opts_.netns) {
+    spdlog::warn("reload: netns '{}' differs from the running '{}'; restart netlatd to apply it", next.netns,
+                 opts_.netns);
+    next.netns = opts_.netns;
+  }
   if (next.ifaces != opts_.ifaces || next.irqs != opts_.irqs) {
     if (next.ifaces != opts_.ifaces) {
       end_interval(false);  // that interval belongs to the old interfaces
@@ -753,7 +792,7 @@ int Service::run() {
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
 
   try {
-    links_ = std::make_unique<LinkMonitor>();
+    links_ = std::make_unique<LinkMonitor>(netns_fd_);
   } catch (const std::system_error &e) {
     spdlog::warn("cannot watch link changes ({}); the interface is looked up once a second instead", e.what());
   }
@@ -883,12 +922,18 @@ int Service::run() {
 
 int run_daemon(const Options &opts) {
   require_privileges();
+  Fd netns(open_netns(opts.netns));
   std::map<std::string, uint32_t> ids;
   std::vector<std::string> left_out;
-  auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out);
+  auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out, netns.get());
   for (const TracedInterface &t : traced)
     if (!t.info)
-      throw Error(ExitCode::NoInterface, "no such interface '" + t.name + "'");
+      throw Error(ExitCode::NoInterface, "no such interface '" + t.name + "'" +
+                                             (opts.netns.empty() ? "" : " in network namespace " + opts.netns));
+  if (netns.get() >= 0)
+    spdlog::info("tracing in network namespace {} ({}); its IRQ lines {}and devices below a bond or VLAN are not "
+                 "looked up there (this process's sysfs shows its own namespace)",
+                 opts.netns, netns_path(opts.netns), opts.irqs.empty() ? "(give them with --irq) " : "");
   if (traced.empty())
     throw Error(ExitCode::NoInterface, opts.ifaces.front() == "irq" ? "--iface irq: no interface has IRQ lines"
                                                                      : "--iface all: no interface");
@@ -905,7 +950,7 @@ int run_daemon(const Options &opts) {
     throw Error(ExitCode::Unavailable,
                 fmt::format("no usable hook for {} on this kernel (see netlatd --check)", fmt::join(plan.missing_required, ", ")));
 
-  Service service(opts, std::move(features), std::move(plan), std::move(traced), std::move(ids));
+  Service service(opts, std::move(features), std::move(plan), std::move(traced), std::move(ids), netns.get());
   return service.run();
 }
 

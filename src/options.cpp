@@ -185,6 +185,10 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0, --iface all)");
   if (const std::string why = iface_list_error(o.ifaces); !why.empty())
     throw Error(ExitCode::Usage, "--iface: " + why);
+  if (!o.netns.empty() && o.ifaces.size() == 1 && o.ifaces[0] == "irq")
+    throw Error(ExitCode::Usage,
+                "--iface irq cannot be used with --netns: another namespace's IRQ lines are not found; name the "
+                "interfaces (and give --irq)");
   if (!o.irqs.empty() && (o.ifaces.size() != 1 || is_iface_set_word(o.ifaces[0])))
     throw Error(ExitCode::Usage, "--irq names the IRQ lines of one interface: give exactly one --iface NAME with it");
   if (o.ports.empty() && !o.demo && !o.check)
@@ -228,7 +232,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   static const std::set<std::string> known = {"iface",          "ports",          "interval",
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
-                                              "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution"};
+                                              "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution",
+                                              "netns"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -288,6 +293,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     if (distinct.size() > kMaxPorts)
       throw fail(*n, kTooManyPorts);
   }
+  if (auto s = string_of("netns"); s && !cli("netns"))
+    into.netns = *s;
   if (const toml::node *n = tbl.get("irq"); n && !cli("irq"))
     into.irqs = irqs_of(*n, fail);
   if (auto d = number_of("interval"); d && !cli("interval")) {
@@ -377,6 +384,8 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::string interval = "10", format = "json", outliers, by;
   app.add_option("-i,--iface", o.ifaces,
                  "Interface to trace (eth0, bond0, eth0.100); repeat for several; all; irq (those with IRQ lines)");
+  app.add_option("--netns", o.netns,
+                 "Network namespace the interfaces are in: NAME (/run/netns/NAME), PID or a path");
   app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
   app.add_option("--interval", interval, "Seconds per report line (default 10; 500ms, 2s also work)");
   app.add_option("-o,--output", o.output, "Where JSON lines go: - for stdout (default) or a file (appended)");
@@ -425,7 +434,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
                            "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group", "by",
-                           "metrics-resolution"}) {
+                           "metrics-resolution", "netns"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
   }

@@ -108,14 +108,38 @@ std::vector<LowerDevice> lower_devices(const fs::path &root, const std::string &
 std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &ifaces,
                                                 const std::vector<int> &irq_override,
                                                 std::map<std::string, uint32_t> &ids,
-                                                std::vector<std::string> &left_out) {
+                                                std::vector<std::string> &left_out, int netns_fd) {
   const bool set_mode = ifaces.size() == 1 && is_iface_set_word(ifaces[0]);
   std::vector<TracedInterface> out;
+  std::vector<std::pair<uint32_t, std::string>> there;  // another namespace's interfaces
+  std::string interrupts;
+  if (netns_fd >= 0) {
+    there = interface_names(netns_fd);
+    if (!irq_override.empty())
+      interrupts = read_text("/proc/interrupts");
+  }
   std::vector<std::string> names = set_mode ? all_interface_names() : ifaces;
+  if (netns_fd >= 0 && set_mode) {
+    names.clear();
+    for (const auto &[index, name] : there)
+      names.push_back(name);
+    std::sort(names.begin(), names.end());
+  }
   for (const std::string &name : names) {
     TracedInterface t;
     t.name = name;
-    t.info = lookup_interface(name, irq_override);
+    if (netns_fd < 0) {
+      t.info = lookup_interface(name, irq_override);
+    } else {
+      for (const auto &[index, n] : there)
+        if (n == name) {
+          t.info = InterfaceInfo{};
+          t.info->name = name;
+          t.info->ifindex = index;
+          t.info->irq_lines = irq_lines_given(irq_override, interrupts);
+          t.info->irqs = counted_irqs(t.info->irq_lines);
+        }
+    }
     if (set_mode && (!t.info || (ifaces[0] == "irq" && t.info->irqs.empty())))
       continue;
     if (auto id = ids.find(name); id != ids.end()) {
@@ -127,7 +151,7 @@ std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &
       left_out.push_back(name);
       continue;
     }
-    if (t.info) {
+    if (t.info && netns_fd < 0) {
       for (const LowerDevice &d : lower_devices("/", name, t.problem)) {
         // A device below reports its own IRQ lines: a bond's are its slaves'.
         if (auto info = lookup_interface(d.name))

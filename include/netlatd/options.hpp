@@ -16,6 +16,9 @@ struct Options {
   // --iface, repeatable: interface names, or one of the words "all" (every
   // interface) and "irq" (every interface with IRQ lines) alone.
   std::vector<std::string> ifaces;
+  // --netns: the network namespace the interfaces are in (a name under
+  // /run/netns, a pid, or a path); empty = the daemon's own.
+  std::string netns;
   std::vector<uint16_t> ports;
   double interval_s = 10.0;
   std::string output = "-";  // "-" = stdout, else a file appended to

@@ -57,10 +57,13 @@ struct TracedInterface {
 // (sorted by name). `irq_override` is --irq (one named interface only).
 // `ids` gives each name its number, adding new names while fewer than
 // kMaxIfaces have one; a name beyond them is left out and named in `left_out`.
+// `netns_fd` >= 0 (--netns): the interfaces of that namespace, by name and
+// index only: this process's sysfs shows its own namespace's devices, so
+// neither IRQ lines (but --irq's) nor devices below are found there.
 std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &ifaces,
                                                 const std::vector<int> &irq_override,
                                                 std::map<std::string, uint32_t> &ids,
-                                                std::vector<std::string> &left_out);
+                                                std::vector<std::string> &left_out, int netns_fd = -1);
 
 // The kernel filter's view of them: every present interface and the devices
 // below it, with the IRQ lines of all. A device that is both traced itself

@@ -204,3 +204,52 @@ TEST_CASE("a bond of two veths: each datagram once, under the bond, whichever sl
   check_every_stage(r, n);
   CHECK(r.records_by_iface == std::map<std::string, uint64_t>{{rx_bond, n}});
 }
+
+// The daemon in this (the root) namespace tracing interfaces of a namespace
+// the test made: its lo and its veth end. lo is ifindex 1 in every
+// namespace: the datagrams to the same port on this namespace's lo and on the
+// sender namespace's lo must not count.
+TEST_CASE("another network namespace: --netns traces its lo and veth, not the lo of any other", "[bpf][ifaces][netns]") {
+  SKIP_UNLESS_ROOT();
+  VethNamespaces net;
+  const uint16_t port = 5367;
+  const int on_their_lo = 70, on_veth = 90, on_our_lo = 40, on_tx_lo = 30;
+  send_udp(net.tx_ns, 4, net.rx_addr, port + 1, 1, 16, 0);
+  Reader theirs(net.rx_ns, "udp", 4, "", port);
+  Reader ours("", "udp", 4, "127.0.0.1", port);
+  Reader tx_side(net.tx_ns, "udp", 4, "127.0.0.1", port);
+  std::vector<std::string> argv{NETLATD_BINARY, "--netns", net.rx_ns, "--iface", "lo", "--iface", net.rx_if,
+                                "--port", std::to_string(port), "--interval", "1"};
+  for (const std::string &f : every_record_flags())
+    argv.push_back(f);
+  Daemon nl(argv);
+  const bool ready = nl.wait_ready(15000);
+  INFO(nl.proc().err());
+  REQUIRE(ready);
+  send_udp("", 4, "127.0.0.1", port, on_our_lo, 100, 500);
+  send_udp(net.rx_ns, 4, "127.0.0.1", port, on_their_lo, 200, 500);
+  send_udp(net.tx_ns, 4, "127.0.0.1", port, on_tx_lo, 100, 500);
+  send_udp(net.tx_ns, 4, net.rx_addr, port, on_veth, 300, 500);
+  REQUIRE(theirs.wait_for(on_their_lo + on_veth, 10000));
+  REQUIRE(ours.wait_for(on_our_lo, 10000));
+  REQUIRE(tx_side.wait_for(on_tx_lo, 10000));
+  const Run r = stop(nl.proc());
+  INFO(r.err);
+  CHECK(r.totals.packets == on_their_lo + on_veth);
+  check_every_stage(r, on_their_lo + on_veth);
+  CHECK(r.records_by_iface == std::map<std::string, uint64_t>{{"lo", on_their_lo}, {net.rx_if, on_veth}});
+  for (const json &j : r.totals.outliers)
+    CHECK(j["len"] == (j["iface"] == "lo" ? 200 : 300));
+}
+
+TEST_CASE("another network namespace: one that does not exist, or a file that is none, exits 68 in one line",
+          "[bpf][ifaces][netns]") {
+  SKIP_UNLESS_ROOT();
+  Exit e = run_netlatd({"--netns", "nltest-no-such-ns", "--iface", "lo", "--port", "5000"});
+  CHECK(e.code == 68);
+  CHECK(e.err == "netlatd: error: no network namespace 'nltest-no-such-ns' (/run/netns/nltest-no-such-ns: No such "
+                 "file or directory)\n");
+  e = run_netlatd({"--netns", "/proc/self/ns/uts", "--iface", "lo", "--port", "5000"});
+  CHECK(e.code == 68);
+  CHECK(e.err == "netlatd: error: '/proc/self/ns/uts' is not a network namespace\n");
+}

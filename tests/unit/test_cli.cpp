@@ -9,6 +9,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "netlatd/errors.hpp"
+#include "netlatd/interface.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/options.hpp"
 #include "netlatd/version.hpp"
@@ -379,4 +380,18 @@ TEST_CASE("several interfaces: --iface repeated, an array or a string in the con
   CHECK(e.err == "netlatd: error: " + mixed.path +
                      ":2:9: iface: 'irq' stands alone: it names every interface with IRQ lines, not one to add to "
                      "others\n");
+}
+
+TEST_CASE("the netns option: a name, a pid or a path; irq cannot be found there", "[cli][netns]") {
+  CHECK(netlatd::netns_path("blue") == "/run/netns/blue");
+  CHECK(netlatd::netns_path("1234") == "/proc/1234/ns/net");
+  CHECK(netlatd::netns_path("/var/run/docker/netns/abc") == "/var/run/docker/netns/abc");
+  CHECK(netlatd::netns_path("./ns") == "./ns");
+  CHECK(parse({"--netns", "blue", "--iface", "eth0", "--port", "5000"}).options.netns == "blue");
+  TempFile cfg("ports = [5000]\niface = \"eth0\"\nnetns = \"blue\"\n");
+  CHECK(parse({"--config", cfg.path.c_str()}).options.netns == "blue");
+  auto e = run_netlatd({"--netns", "blue", "--iface", "irq", "--port", "5000"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --iface irq cannot be used with --netns: another namespace's IRQ lines are not "
+                 "found; name the interfaces (and give --irq)\n");
 }
