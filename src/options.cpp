@@ -409,7 +409,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
   app.add_flag("--demo", o.demo, "Trace loopback with traffic netlatd generates itself (defaults: lo, port 47000)");
-  app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface, 69 kernel lacks a\n"
+  app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface or netns, 69 kernel lacks a\n"
              "feature, 70 internal error or metrics port in use, 73 output not writable, 77 not permitted,\n"
              "78 bad config. SIGHUP reopens the output and reloads --config.\n"
              "See netlatd(8) and docs/OUTPUT.md.");
