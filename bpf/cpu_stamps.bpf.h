@@ -101,12 +101,12 @@ static __always_inline int on_softirq_exit(unsigned int vec)
 	return 0;
 }
 
-/* Per interval, for the watched interface: polls, packets per poll, and polls
+/* Per interval, for the watched devices: polls, packets per poll, and polls
  * that used their whole budget (the device had more than one run could take). */
 static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int budget)
 {
 	struct net_device *dev = napi->dev;
-	if (!dev || (__u32)dev->ifindex != cfg_ifindex)
+	if (!dev || !watched(dev, NETLATD_WATCH_NAPI))
 		return 0;
 	COUNT(counters, NETLATD_CNT_NAPI_POLLS);
 	ADD(counters, NETLATD_CNT_NAPI_PACKETS, work > 0 ? work : 0);

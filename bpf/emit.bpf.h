@@ -22,7 +22,7 @@ static __always_inline void fill_packet(struct netlatd_packet *rec, const struct
 	rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = queued;
 	rec->rx_cpu = rx->rx_cpu;
 	rec->len = rx->len;
-	rec->ifindex = rx->ifindex;
+	rec->iface_id = rx->iface_id;
 	rec->dport = rx->dport;
 	rec->sport = rx->sport;
 	rec->flags = rx->flags;

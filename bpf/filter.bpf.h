@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
-/* netlatd kernel side: netif_receive_skb, the filter. A packet of the watched
- * interface, namespace and ports gets its first stamps here, with the NIC IRQ
+/* netlatd kernel side: netif_receive_skb, the filter. A packet of a watched
+ * device (a traced interface or a device below one, in its namespace, with
+ * its VLAN tag: the `watch` map) and port gets its first stamps here, with the NIC IRQ
  * and softirq stamps of this CPU's NET_RX run: a UDP datagram in the stash
  * (keyed by skb address, until its socket's data-ready call moves it), a TCP
  * segment in tcp_segs (keyed by flow and sequence, until read). */
@@ -107,12 +108,8 @@ static __always_inline __u64 tcp_key_addrs(__u32 saddr, __u32 daddr) { return (_
 
 /* Parses the network and transport headers (one read covers both in the common
  * cases: IPv4 without options, IPv6 without extension headers). */
-static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
+static __always_inline bool parse_headers(unsigned char *data, __u16 proto, struct parsed *p)
 {
-	/* Drivers call eth_type_trans() before this point, so skb->data is the
-	 * network header; skb->network_header is not reset yet. */
-	unsigned char *data = skb->data;
-	__u16 proto = bpf_ntohs(skb->protocol);
 	__u32 l3len, l4off;
 	__u8 hdr[40 + sizeof(struct l4_ports_seq)];
 
@@ -169,7 +166,7 @@ static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
 
 /* The NIC IRQ and softirq stamps of this CPU's NET_RX run, for a packet
  * received `now`, and the port's producer note (maps.bpf.h). */
-static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx)
+static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx, __u32 iface_id)
 {
 	struct cpu_state *cs = this_cpu();
 	__u16 flags = p->flags;
@@ -193,7 +190,7 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 		pp->mixed_until = now + MULTI_PRODUCER_HOLD_NS;
 	}
 	rx->len = p->payload;
-	rx->ifindex = cfg_ifindex;
+	rx->iface_id = iface_id;
 	rx->end_seq = p->l4proto == IPPROTO_TCP ? bpf_ntohl(p->l4.seq) + p->payload : 0;
 	rx->dport = bpf_ntohs(p->l4.dport);
 	rx->sport = bpf_ntohs(p->l4.sport);
@@ -201,28 +198,39 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 	rx->l4proto = p->l4proto;
 }
 
-static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx)
+static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx,
+				      const struct netlatd_watch *w)
 {
 	__u64 key = (__u64)skb;
+	/* Seen below already (a lower device of this interface): once only. */
+	if (w->upper && stash_find(key))
+		return;
 	struct netlatd_stash_entry *e = stash_take(key);
 	if (!e) {
 		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
 		return;
 	}
-	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx);
+	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w->iface_id);
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&e->skb, key);
 	COUNT(counters, NETLATD_CNT_MATCHED);
 }
 
-static __always_inline void track_tcp(const struct parsed *p, int pidx)
+static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w)
 {
 	if (!p->payload) /* pure ACK, SYN, FIN: nothing for a reader */
 		return;
 	struct netlatd_tcp_key k = {.addrs = p->addrs, .sport = p->l4.sport, .dport = p->l4.dport,
 				    .seq = bpf_ntohl(p->l4.seq)};
+	/* Seen below already (a lower device of this interface), not yet
+	 * queued: the same packet on its way up, not a second copy. */
+	if (w->upper) {
+		struct netlatd_tcp_seg *seen = bpf_map_lookup_elem(&tcp_segs, &k);
+		if (seen && !seen->queue_after)
+			return;
+	}
 	struct netlatd_tcp_seg v = {};
-	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx);
+	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w->iface_id);
 	/* A second copy of a segment (a retransmission) while the first is
 	 * still tracked: if the first was queued, TCP drops this one; if not,
 	 * whichever gets queued, its receive stamps may be the other copy's, so
@@ -241,24 +249,53 @@ static __always_inline void track_tcp(const struct parsed *p, int pidx)
 	COUNT(counters, NETLATD_CNT_MATCHED);
 }
 
+/* The VLAN id of a tag the device took off in hardware (skb->vlan_tci), 0
+ * when there is none. */
+static __always_inline __u16 skb_vlan_id(struct sk_buff *skb)
+{
+	if (bpf_core_field_exists(skb->vlan_all)) {
+		if (!skb->vlan_all)
+			return 0;
+	} else if (!BPF_CORE_READ_BITFIELD_PROBED((struct sk_buff___vlan_present *)skb, vlan_present)) {
+		return 0;
+	}
+	return skb->vlan_tci & VLAN_VID_MASK_NR;
+}
+
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 {
 	ARM(ARMED_RECEIVE_SKB);
 	struct net_device *dev = skb->dev;
-	if (!dev || (__u32)dev->ifindex != cfg_ifindex)
+	if (!dev)
 		return 0;
-	if (cfg_netns && dev->nd_net.net->ns.inum != cfg_netns)
+	/* Drivers call eth_type_trans() before this point, so skb->data is the
+	 * network header; skb->network_header is not reset yet. */
+	unsigned char *data = skb->data;
+	__u16 proto = bpf_ntohs(skb->protocol);
+	__u16 vlan = skb_vlan_id(skb);
+	if (!vlan && proto == ETH_P_8021Q_NR) {
+		/* A tag the device left in the frame (no VLAN offload): the
+		 * kernel strips it after this point. */
+		__be16 tag[2];
+		if (bpf_probe_read_kernel(tag, sizeof(tag), data))
+			return 0;
+		vlan = bpf_ntohs(tag[0]) & VLAN_VID_MASK_NR;
+		proto = bpf_ntohs(tag[1]);
+		data += sizeof(tag);
+	}
+	const struct netlatd_watch *w = watched(dev, vlan);
+	if (!w)
 		return 0;
 	struct parsed p;
-	if (!parse_headers(skb, &p))
+	if (!parse_headers(data, proto, &p))
 		return 0;
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
 	if (pidx < 0)
 		return 0;
 	if (p.l4proto == IPPROTO_UDP)
-		track_udp(skb, &p, pidx);
+		track_udp(skb, &p, pidx, w);
 	else
-		track_tcp(&p, pidx);
+		track_tcp(&p, pidx, w);
 	return 0;
 }
 

@@ -34,8 +34,8 @@ const volatile __u64 targ_woken_wake_fn = 0;
 
 /* ---- state the daemon updates while running ------------------------------------ */
 
-volatile __u32 cfg_ifindex = 0;
-volatile __u32 cfg_netns = 0; /* network namespace inode; 0 = any */
+/* The IRQ lines of every watched device (traced interfaces and their lower
+ * devices); the devices themselves are in the `watch` map below. */
 volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
 /* Bits set by the first run of the key hooks: tells the daemon they are live
  * (a freshly attached tracepoint program starts firing a moment later). */
@@ -48,6 +48,25 @@ volatile __u32 armed = 0;
 		if (!(armed & (bit)))     \
 			armed |= (bit);   \
 	} while (0)
+
+/* The devices whose packets count, and for which traced interface (abi.h). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NETLATD_WATCH_ENTRIES);
+	__type(key, struct netlatd_watch_key);
+	__type(value, struct netlatd_watch);
+} watch SEC(".maps");
+
+/* What `dev`'s packets carrying VLAN id `vlan` (0 untagged) count for, if
+ * anything. */
+static __always_inline const struct netlatd_watch *watched(struct net_device *dev, __u16 vlan)
+{
+	struct netlatd_watch_key k = {};
+	k.netns = dev->nd_net.net->ns.inum;
+	k.ifindex = (__u32)dev->ifindex;
+	k.vlan = vlan;
+	return bpf_map_lookup_elem(&watch, &k);
+}
 
 /* UDP datagrams between netif_receive_skb and their socket's queue, at a set
  * chosen by their skb address (filter.bpf.h). A global array rather than a

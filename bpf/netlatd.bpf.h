@@ -9,6 +9,8 @@
 #ifndef ETH_P_IPV6
 #define ETH_P_IPV6 0x86DD
 #endif
+#define ETH_P_8021Q_NR 0x8100
+#define VLAN_VID_MASK_NR 0x0fff
 #ifndef IPPROTO_TCP
 #define IPPROTO_TCP 6
 #endif
@@ -23,6 +25,13 @@
 #define KSOFTIRQ_NAME8 0x71726974666f736bULL
 
 /* Kernel structs that differ across the kernels we run on. */
+
+/* sk_buff::vlan_all says whether a hardware-accelerated tag is there since
+ * 6.2 (commit 354259fa73e2, "net: remove skb->vlan_present"); before, the
+ * vlan_present bit did. */
+struct sk_buff___vlan_present {
+	__u8 vlan_present : 1;
+} __attribute__((preserve_access_index));
 
 /* udp_sock::reader_queue exists since 4.13 (commit 2276f58ac589, "udp: use a
  * separate rx queue for packet reception"); both our kernels have it. */

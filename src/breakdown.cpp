@@ -43,11 +43,11 @@ std::optional<std::string> find_cgroup_path(uint64_t id) {
 }  // namespace
 
 BreakdownSpec parse_breakdown(std::string_view list) {
-  BreakdownSpec spec{false, false, false, false};
+  BreakdownSpec spec{false, false, false, false, false};
   if (list == "none")
     return spec;
   if (list.empty())
-    throw std::invalid_argument("names nothing; give dport, proto, family and/or cgroup, or none");
+    throw std::invalid_argument("names nothing; give dport, proto, family, cgroup and/or iface, or none");
   while (!list.empty()) {
     const auto comma = list.find(',');
     const std::string_view word = list.substr(0, comma);
@@ -60,9 +60,11 @@ BreakdownSpec parse_breakdown(std::string_view list) {
       spec.family = true;
     else if (word == "cgroup")
       spec.cgroup = true;
+    else if (word == "iface")
+      spec.iface = true;
     else
       throw std::invalid_argument("unknown key '" + std::string(word) +
-                                  "' (known: dport, proto, family, cgroup; or none)");
+                                  "' (known: dport, proto, family, cgroup, iface; or none)");
     if (comma != std::string_view::npos && list.empty())
       throw std::invalid_argument("ends with a comma");
   }
@@ -71,6 +73,8 @@ BreakdownSpec parse_breakdown(std::string_view list) {
 
 std::vector<std::string_view> breakdown_keys(const BreakdownSpec &spec) {
   std::vector<std::string_view> keys;
+  if (spec.iface)
+    keys.push_back("iface");
   if (spec.dport)
     keys.push_back("dport");
   if (spec.proto)
@@ -84,6 +88,8 @@ std::vector<std::string_view> breakdown_keys(const BreakdownSpec &spec) {
 
 SeriesKey series_key(const BreakdownSpec &spec, const netlatd_packet &p) noexcept {
   SeriesKey k;
+  if (spec.iface)
+    k.iface = p.iface_id;
   if (spec.dport)
     k.dport = p.dport;
   if (spec.proto)
@@ -159,8 +165,12 @@ const std::string &CgroupNames::name(uint64_t id) {
 }
 
 std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSpec &spec, const SeriesKey &key,
-                                                               CgroupNames &names) {
+                                                               CgroupNames &names, const IfaceNames *ifaces) {
   std::vector<std::pair<std::string, std::string>> labels;
+  if (spec.iface) {
+    const auto it = ifaces ? ifaces->find(key.iface) : IfaceNames::const_iterator{};
+    labels.emplace_back("iface", ifaces && it != ifaces->end() ? it->second : "iface-id:" + std::to_string(key.iface));
+  }
   if (spec.dport)
     labels.emplace_back("dport", std::to_string(key.dport));
   if (spec.proto)

@@ -1,6 +1,12 @@
 #include "netlatd/daemon.hpp"
 
 #include <linux/capability.h>
+#include <fcntl.h>
+#include <linux/nsfs.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <net/if.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
@@ -13,8 +19,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <optional>
 #include <system_error>
 
@@ -30,6 +38,7 @@
 #include "netlatd/sink.hpp"
 #include "netlatd/tracer.hpp"
 #include "netlatd/version.hpp"
+#include "netlatd/watch.hpp"
 
 namespace netlatd {
 namespace {
@@ -93,6 +102,32 @@ public:
 private:
   int fd_;
 };
+
+// --netns opened (-1 when not given). Throws Error(NoInterface) when there
+// is no such namespace.
+int open_netns(const std::string &spec) {
+  if (spec.empty())
+    return -1;
+  const std::string path = netns_path(spec);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(ExitCode::NoInterface,
+                "no network namespace '" + spec + "' (" + path + ": " + std::strerror(errno) + ")");
+  // The kernel says what namespace a file is (4.11+); a regular file or
+  // another kind of namespace is refused here, not at setns().
+  if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+    close(fd);
+    throw Error(ExitCode::NoInterface, "'" + path + "' is not a network namespace");
+  }
+  return fd;
+}
+
+uint32_t netns_inode(int fd) {
+  if (fd < 0)
+    return current_netns_inode();
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
+}
 
 // Outlier lines are rate-limited with a token bucket refilled each second.
 class RateLimit {
@@ -180,17 +215,35 @@ int run_check(const Options &opts, const KernelFeatures &features) {
                 !c.chosen && c.point->required ? "  REQUIRED" : "");
   }
   size_t irqs = 0;
-  if (!opts.iface.empty()) {
-    auto info = lookup_interface(opts.iface, opts.irqs);
-    if (info) {
-      irqs = info->irqs.size();
-      std::printf("\ninterface %s: ifindex %u, driver %s, IRQ lines [%s]\n", info->name.c_str(), info->ifindex,
-                  info->driver.empty() ? "-" : info->driver.c_str(), fmt::format("{}", fmt::join(info->irqs, " ")).c_str());
-      for (const std::string &line : describe_irq_lines(info->irq_lines))
+  if (!opts.ifaces.empty()) {
+    std::map<std::string, uint32_t> ids;
+    std::vector<std::string> left_out;
+    Fd netns(open_netns(opts.netns));
+    const auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out, netns.get());
+    if (traced.empty())
+      std::printf("\n--iface %s: no interface\n", opts.ifaces.front().c_str());
+    for (const TracedInterface &t : traced) {
+      if (!t.info) {
+        std::printf("\ninterface %s: NOT FOUND\n", t.name.c_str());
+        continue;
+      }
+      const InterfaceInfo &info = *t.info;
+      irqs += info.irqs.size();
+      std::printf("\ninterface %s: ifindex %u, driver %s, IRQ lines [%s]\n", info.name.c_str(), info.ifindex,
+                  info.driver.empty() ? "-" : info.driver.c_str(), fmt::format("{}", fmt::join(info.irqs, " ")).c_str());
+      for (const std::string &line : describe_irq_lines(info.irq_lines))
         std::printf("  %s\n", line.c_str());
-    } else {
-      std::printf("\ninterface %s: NOT FOUND\n", opts.iface.c_str());
+      for (const auto &l : t.lowers) {
+        irqs += l.info.irqs.size();
+        std::printf("  below it: %s (ifindex %u%s), IRQ lines [%s]\n", l.device.name.c_str(), l.info.ifindex,
+                    l.device.vlan ? fmt::format(", VLAN {}", l.device.vlan).c_str() : "",
+                    fmt::format("{}", fmt::join(l.info.irqs, " ")).c_str());
+      }
+      if (!t.problem.empty())
+        std::printf("  %s\n", t.problem.c_str());
     }
+    for (const std::string &name : left_out)
+      std::printf("\ninterface %s: not traced (at most %zu interfaces)\n", name.c_str(), kMaxIfaces);
   }
   std::printf("\nUDP reads are tied to their datagram %s\n", std::string(udp_join_description(plan.udp_join)).c_str());
   std::printf("the read's start (where oncpu begins): %s\n",
@@ -198,7 +251,7 @@ int run_check(const Options &opts, const KernelFeatures &features) {
                   ? "the receive call's start (fentry/sock_recvmsg)"
                   : "known only for readers asleep in the receive call (no hook gives a call's start here)");
   ReportHeader h;
-  fill_stage_hooks(h, plan, opts.iface.empty() ? 1 : irqs);
+  fill_stage_hooks(h, plan, opts.ifaces.empty() ? 1 : irqs);
   std::printf("\nstages:\n");
   for (Stage s : kAllStages) {
     const auto &sh = h.stages[static_cast<size_t>(s)];
@@ -233,7 +286,8 @@ bool is_loopback(const std::string &host) { return host.rfind("127.", 0) == 0 ||
 // watchdog; the sink and the metrics endpoint have a thread each.
 class Service {
 public:
-  Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan, const InterfaceInfo &iface);
+  Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
+          std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd);
   int run();
 
 private:
@@ -245,11 +299,13 @@ private:
   std::unique_ptr<MetricsServer> start_metrics(const std::string &listen);
   uint64_t sink_dropped() const { return retired_sink_dropped_ + sink_->dropped(); }
 
-  void interface_gone(const std::string &why);
-  void interface_back(uint32_t ifindex);
-  void retarget(uint32_t ifindex);
-  void check_interface();  // the 1 s fallback: what rtnetlink may have missed
+  // Interface following: every traced interface (and the devices below
+  // it) looked up again, the kernel filter and the headers updated.
+  void refresh_interfaces();
+  void use_interfaces(std::vector<TracedInterface> traced, bool log_changes);
+  void check_interfaces();  // the 1 s fallback: what rtnetlink may have missed
   void on_link_events();
+  size_t interfaces_present() const;
 
   void reload();
   void apply(Options next);
@@ -283,7 +339,12 @@ private:
 
   std::unique_ptr<Tracer> tracer_;
   TraceTarget target_;
-  bool iface_present_ = true;
+  std::vector<TracedInterface> traced_;
+  std::map<std::string, uint32_t> iface_ids_;  // each name's number in the records, for the daemon's life
+  std::set<std::string> warned_left_out_;
+  std::vector<std::pair<uint32_t, std::string>> seen_links_;  // the 1 s fallback's view (if_nameindex)
+  int netns_fd_ = -1;  // --netns, owned by run_daemon; -1 = the daemon's own
+  uint32_t netns_inode_ = 0;
   std::unique_ptr<LinkMonitor> links_;
   std::unique_ptr<DemoTraffic> demo_;
 
@@ -301,28 +362,36 @@ private:
 };
 
 Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
-                 const InterfaceInfo &iface)
-    : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec) {
+                 std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd)
+    : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec),
+      iface_ids_(std::move(ids)), netns_fd_(netns_fd) {
   header_.host = hostname();
-  header_.iface = iface.name;
-  header_.ifindex = static_cast<int>(iface.ifindex);
   header_.ports = opts_.ports;
   header_.kernel = features_->kernel_release();
   // The probe holds the kernel's whole BTF (~5 MiB on 6.18); nothing needs it
   // once the plan is made.
   features_.reset();
   header_.version = kVersion;
-  fill_stage_hooks(header_, plan_, iface.irqs.size());
-  log_irq_lines(iface);
   for (const HookChoice &c : plan_.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
-  target_ = TraceTarget{iface.ifindex, current_netns_inode(), iface.irqs};
+  netns_inode_ = netns_inode(netns_fd_);
   metrics_.version = kVersion;
   metrics_.kernel = header_.kernel;
   metrics_.buckets_per_power_of_two = opts_.metrics_resolution;
   agg_.set_breakdown(opts_.by);
   metrics_delta_.set_breakdown(opts_.by);
-  update_metrics_header();
+  use_interfaces(std::move(traced), false);
+  for (const TracedInterface &t : traced_) {
+    if (t.info)
+      log_irq_lines(*t.info);
+    for (const auto &l : t.lowers) {
+      spdlog::info("{}: its packets arrive first on {} (ifindex {}{})", t.name, l.device.name, l.info.ifindex,
+                   l.device.vlan ? fmt::format(", VLAN {}", l.device.vlan) : "");
+      log_irq_lines(l.info);
+    }
+    if (!t.problem.empty())
+      spdlog::warn("interface {}: {}; only packets arriving on it are traced", t.name, t.problem);
+  }
 }
 
 std::unique_ptr<MetricsServer> Service::start_metrics(const std::string &listen) {
@@ -399,7 +468,7 @@ void Service::publish_metrics() {
       into.cgroup = metrics_cgroups_.map(key.cgroup);
       auto [it, added] = metrics_.series.try_emplace(into);
       if (added)
-        it->second.labels = series_labels(opts_.by, into, cgroup_names_);
+        it->second.labels = series_labels(opts_.by, into, cgroup_names_, &header_.iface_names);
       for (size_t i = 0; i < kStageCount; ++i)
         it->second.latency[i].merge(delta.stages[i]);
     }
@@ -427,16 +496,20 @@ void Service::publish_metrics() {
 }
 
 void Service::set_status() {
-  if (!iface_present_) {
+  const size_t present = interfaces_present();
+  const bool several = traces_several_ifaces(opts_.ifaces);
+  if (present == 0) {
     notifier_.status(fmt::format("interface {} is gone, waiting for it to come back; {} packets measured so far",
-                                 opts_.iface, total_packets_));
+                                 header_.iface, total_packets_));
     return;
   }
   std::string p99 = last_p99_total_ ? format_duration(last_p99_total_) : std::string("-");
-  notifier_.status(fmt::format("tracing {} (ifindex {}) ports {}: {} packets measured, {:.1f}/s and total p99 {} "
+  const std::string where = several ? fmt::format("{} interfaces of {}", present, header_.iface)
+                                    : fmt::format("{} (ifindex {})", header_.iface, header_.ifindex);
+  notifier_.status(fmt::format("tracing {} ports {}: {} packets measured, {:.1f}/s and total p99 {} "
                                "last interval; {} lost, {} output lines dropped",
-                               header_.iface, header_.ifindex, fmt::join(header_.ports, ","), total_packets_,
-                               last_rate_, p99, total_lost_, sink_dropped()));
+                               where, fmt::join(header_.ports, ","), total_packets_, last_rate_, p99, total_lost_,
+                               sink_dropped()));
 }
 
 void Service::end_interval(bool final) {
@@ -497,76 +570,87 @@ void Service::end_interval(bool final) {
     set_status();
 }
 
-// The interface may go away (module unload, veth deleted) and come back
-// with another ifindex: keep tracing without a restart.
-void Service::interface_gone(const std::string &why) {
-  spdlog::warn("interface {} disappeared; waiting for it to come back{}", opts_.iface, why);
-  iface_present_ = false;
-  target_.ifindex = 0;  // matches no packet
-  tracer_->set_target(target_);
-  set_status();
+size_t Service::interfaces_present() const {
+  return static_cast<size_t>(std::count_if(traced_.begin(), traced_.end(), [](const auto &t) { return t.info.has_value(); }));
 }
 
-void Service::interface_back(uint32_t ifindex) {
-  spdlog::warn("interface {} is back (ifindex {}); tracing resumes", opts_.iface, ifindex);
-  iface_present_ = true;
-  header_.iface = opts_.iface;
-  retarget(ifindex);
-  set_status();
+// An interface may go away (module unload, veth deleted) and come back with
+// another ifindex and other IRQ lines, or be renamed; a bond gains and loses
+// slaves; with `all` or `irq`, interfaces join and leave the set. Each is
+// followed without a restart.
+void Service::refresh_interfaces() {
+  std::vector<std::string> left_out;
+  auto next = look_up_interfaces(opts_.ifaces, opts_.irqs, iface_ids_, left_out, netns_fd_);
+  for (const std::string &name : left_out)
+    if (warned_left_out_.insert(name).second)
+      spdlog::warn("interface {} is not traced: netlatd traces at most {} interfaces in a run", name, kMaxIfaces);
+  use_interfaces(std::move(next), true);
 }
 
-// A device that comes back may have other IRQ lines; --irq may have changed.
-void Service::retarget(uint32_t ifindex) {
-  auto info = lookup_interface(opts_.iface, opts_.irqs);
-  std::vector<int> irqs;
-  if (info && info->ifindex == ifindex) {
-    irqs = info->irqs;
-    log_irq_lines(*info);
+void Service::use_interfaces(std::vector<TracedInterface> traced, bool log_changes) {
+  const bool set_mode = opts_.ifaces.size() == 1 && is_iface_set_word(opts_.ifaces[0]);
+  if (log_changes) {
+    for (const InterfaceChange &c : interface_changes(traced_, traced, set_mode)) {
+      if (c.warning)
+        spdlog::warn("{}", c.text);
+      else
+        spdlog::info("{}", c.text);
+    }
+    // A device that came back may have other IRQ lines.
+    for (const TracedInterface &t : traced) {
+      auto was = std::find_if(traced_.begin(), traced_.end(), [&](const auto &o) { return o.name == t.name; });
+      if (t.info && (was == traced_.end() || !was->info || was->info->ifindex != t.info->ifindex))
+        log_irq_lines(*t.info);
+    }
   }
-  target_.ifindex = ifindex;
-  target_.irqs = irqs;
-  tracer_->set_target(target_);
-  header_.ifindex = static_cast<int>(ifindex);
-  fill_stage_hooks(header_, plan_, irqs.size());
+  traced_ = std::move(traced);
+  TraceTarget next = trace_target(traced_, netns_inode_);
+  const bool changed = next.devices != target_.devices || next.irqs != target_.irqs;
+  target_ = std::move(next);
+  if (tracer_ && changed)
+    tracer_->set_target(target_);
+  header_.iface = fmt::format("{}", fmt::join(opts_.ifaces, ","));
+  header_.ifindex = !traces_several_ifaces(opts_.ifaces) && !traced_.empty() && traced_[0].info
+                        ? static_cast<int>(traced_[0].info->ifindex)
+                        : 0;
+  remember_names(header_.iface_names, traced_);
+  fill_stage_hooks(header_, plan_, target_.irqs.size());
   update_metrics_header();
 }
 
-void Service::check_interface() {
-  auto now = lookup_interface(opts_.iface);
-  if (!now && iface_present_)
-    interface_gone("");
-  else if (now && (!iface_present_ || now->ifindex != target_.ifindex))
-    interface_back(now->ifindex);
+void Service::check_interfaces() {
+  // One call gives every name and index: only when they changed is every
+  // interface looked up again (sysfs, /proc/interrupts).
+  std::vector<std::pair<uint32_t, std::string>> links;
+  try {
+    links = interface_names(netns_fd_);
+  } catch (const std::system_error &e) {
+    spdlog::warn("cannot list the interfaces: {}", e.what());
+    return;
+  }
+  if (links == seen_links_)
+    return;
+  seen_links_ = std::move(links);
+  refresh_interfaces();
+  set_status();
 }
 
-// The events say that something happened to the interface; what is there
-// now is looked up by name. A busy drain loop reads them late, after the
-// 1 s lookup may have found the new interface: acting on each in turn
-// would retarget to an ifindex already deleted (its last RTM_NEWLINK, as
-// it went down) before its RTM_DELLINK is read.
+// The events say that something happened to a link; what is there now is
+// looked up by name. A busy drain loop reads them late, after the 1 s
+// lookup may have found the new interface: acting on each in turn would
+// retarget to an ifindex already deleted (its last RTM_NEWLINK, as it went
+// down) before its RTM_DELLINK is read.
 void Service::on_link_events() {
-  bool lost = false, ours = false, deleted = false;
-  std::string renamed_to;
-  for (const LinkEvent &e : links_->read_events(lost)) {
-    const bool target = iface_present_ && e.ifindex == target_.ifindex;
-    if (e.kind == LinkEvent::Kind::Deleted) {
-      deleted |= target;
-    } else if (e.name == opts_.iface) {
-      ours = true;
-    } else if (target && !e.name.empty()) {
-      renamed_to = e.name;
-    }
-  }
+  bool lost = false;
+  const auto events = links_->read_events(lost);
   if (lost)
-    spdlog::debug("rtnetlink notifications were lost; looking the interface up again");
-  if (!ours && !deleted && renamed_to.empty() && !lost)
-    return;
-  auto now = lookup_interface(opts_.iface);
-  // Gone, even if a new one by the name is there already: said so, then back.
-  if (iface_present_ && (deleted || !renamed_to.empty() || !now))
-    interface_gone(renamed_to.empty() ? "" : " (renamed to " + renamed_to + ")");
-  if (now && (!iface_present_ || now->ifindex != target_.ifindex))
-    interface_back(now->ifindex);
+    spdlog::debug("rtnetlink notifications were lost; looking the interfaces up again");
+  // Any link change may concern a traced interface or a device below one
+  // (a bond's slave added, a VLAN's real device renamed): look all up.
+  if (!events.empty() || lost) {
+    refresh_interfaces();
+    set_status();
+  }
 }
 
 void Service::reload() {
@@ -630,26 +714,24 @@ void Service::apply(Options next) {
       next.output_group = opts_.output_group;
     }
   }
-  if (next.iface != opts_.iface) {
-    end_interval(false);  // that interval belongs to the old interface
-    changed.push_back(fmt::format("iface {} -> {}", opts_.iface, next.iface));
-    opts_.iface = next.iface;
-    header_.iface = next.iface;
-    if (auto info = lookup_interface(next.iface)) {
-      iface_present_ = false;
-      interface_back(info->ifindex);
-    } else {
-      iface_present_ = true;
-      interface_gone(" (named in the reloaded configuration)");
-      header_.ifindex = 0;
-      update_metrics_header();
-    }
+  if (next.netns != opts_.netns) {
+    spdlog::warn("reload: netns '{}' differs from the running '{}'; restart netlatd to apply it", next.netns,
+                 opts_.netns);
+    next.netns = opts_.netns;
   }
-  if (next.irqs != opts_.irqs) {
-    changed.push_back(next.irqs.empty() ? "irq lines found by netlatd again" : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
+  if (next.ifaces != opts_.ifaces || next.irqs != opts_.irqs) {
+    if (next.ifaces != opts_.ifaces) {
+      end_interval(false);  // that interval belongs to the old interfaces
+      changed.push_back(fmt::format("iface {} -> {}", fmt::join(opts_.ifaces, ","), fmt::join(next.ifaces, ",")));
+    }
+    if (next.irqs != opts_.irqs)
+      changed.push_back(next.irqs.empty() ? "irq lines found by netlatd again"
+                                          : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
+    opts_.ifaces = next.ifaces;
     opts_.irqs = next.irqs;
-    if (iface_present_)
-      retarget(target_.ifindex);
+    refresh_interfaces();
+    if (interfaces_present() == 0)
+      spdlog::warn("reload: no interface of {} is there; waiting for one", fmt::join(opts_.ifaces, ","));
   }
   if (next.interval_s != opts_.interval_s) {
     changed.push_back(fmt::format("interval {} s -> {} s", opts_.interval_s, next.interval_s));
@@ -718,7 +800,7 @@ int Service::run() {
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
 
   try {
-    links_ = std::make_unique<LinkMonitor>();
+    links_ = std::make_unique<LinkMonitor>(netns_fd_);
   } catch (const std::system_error &e) {
     spdlog::warn("cannot watch link changes ({}); the interface is looked up once a second instead", e.what());
   }
@@ -740,9 +822,15 @@ int Service::run() {
 
   if (!live)
     spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
-  spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready",
-               header_.iface, target_.ifindex, target_.irqs.size(), fmt::join(opts_.ports, ","),
-               tracer_->programs_attached(), attach_ms);
+  if (traces_several_ifaces(opts_.ifaces))
+    spdlog::info("tracing {} ({} interfaces, {} devices, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; "
+                 "ready",
+                 header_.iface, interfaces_present(), target_.devices.size(), target_.irqs.size(),
+                 fmt::join(opts_.ports, ","), tracer_->programs_attached(), attach_ms);
+  else
+    spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready",
+                 header_.iface, header_.ifindex, target_.irqs.size(), fmt::join(opts_.ports, ","),
+                 tracer_->programs_attached(), attach_ms);
   notifier_.ready();
   set_status();
 
@@ -803,7 +891,7 @@ int Service::run() {
     if (now >= next_report_)
       end_interval(false);
     if (now >= next_iface_check) {
-      check_interface();
+      check_interfaces();
       next_iface_check = now + kSecond;
     }
     if (now >= next_publish) {
@@ -844,9 +932,23 @@ int Service::run() {
 
 int run_daemon(const Options &opts) {
   require_privileges();
-  auto iface = lookup_interface(opts.iface, opts.irqs);
-  if (!iface)
-    throw Error(ExitCode::NoInterface, "no such interface '" + opts.iface + "'");
+  Fd netns(open_netns(opts.netns));
+  std::map<std::string, uint32_t> ids;
+  std::vector<std::string> left_out;
+  auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out, netns.get());
+  for (const TracedInterface &t : traced)
+    if (!t.info)
+      throw Error(ExitCode::NoInterface, "no such interface '" + t.name + "'" +
+                                             (opts.netns.empty() ? "" : " in network namespace " + opts.netns));
+  if (netns.get() >= 0)
+    spdlog::info("tracing in network namespace {} ({}); its IRQ lines {}and devices below a bond or VLAN are not "
+                 "looked up there (this process's sysfs shows its own namespace)",
+                 opts.netns, netns_path(opts.netns), opts.irqs.empty() ? "(give them with --irq) " : "");
+  if (traced.empty())
+    throw Error(ExitCode::NoInterface, opts.ifaces.front() == "irq" ? "--iface irq: no interface has IRQ lines"
+                                                                     : "--iface all: no interface");
+  for (const std::string &name : left_out)
+    spdlog::warn("interface {} is not traced: netlatd traces at most {} interfaces in a run", name, kMaxIfaces);
 
   auto features = probe_kernel_features();
   if (!features->has_vmlinux_btf())
@@ -858,7 +960,7 @@ int run_daemon(const Options &opts) {
     throw Error(ExitCode::Unavailable,
                 fmt::format("no usable hook for {} on this kernel (see netlatd --check)", fmt::join(plan.missing_required, ", ")));
 
-  Service service(opts, std::move(features), std::move(plan), *iface);
+  Service service(opts, std::move(features), std::move(plan), std::move(traced), std::move(ids), netns.get());
   return service.run();
 }
 

@@ -4,6 +4,7 @@
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sys/socket.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <fstream>
 #include <sstream>
 #include <system_error>
+#include <thread>
 
 namespace netlatd {
 namespace fs = std::filesystem;
@@ -75,8 +77,53 @@ std::vector<LinkEvent> parse_link_messages(const void *data, size_t len) {
   return events;
 }
 
-LinkMonitor::LinkMonitor() {
-  fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+std::string netns_path(const std::string &spec) {
+  if (spec.find('/') != std::string::npos)
+    return spec;
+  if (!spec.empty() && std::all_of(spec.begin(), spec.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return "/proc/" + spec + "/ns/net";
+  return "/run/netns/" + spec;
+}
+
+void in_network_namespace(int netns_fd, const std::function<void()> &fn) {
+  if (netns_fd < 0) {
+    fn();
+    return;
+  }
+  // A thread of its own: setns() changes the calling thread only, and the
+  // daemon's own threads stay where they are.
+  std::exception_ptr failed;
+  std::thread t([&] {
+    try {
+      if (setns(netns_fd, CLONE_NEWNET) != 0)
+        throw std::system_error(errno, std::generic_category(), "setns into the network namespace");
+      fn();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+  });
+  t.join();
+  if (failed)
+    std::rethrow_exception(failed);
+}
+
+std::vector<std::pair<uint32_t, std::string>> interface_names(int netns_fd) {
+  std::vector<std::pair<uint32_t, std::string>> links;
+  in_network_namespace(netns_fd, [&] {
+    if (struct if_nameindex *all = if_nameindex()) {
+      for (auto *i = all; i->if_index != 0; ++i)
+        links.emplace_back(i->if_index, i->if_name);
+      if_freenameindex(all);
+    }
+  });
+  std::sort(links.begin(), links.end());
+  return links;
+}
+
+LinkMonitor::LinkMonitor(int netns_fd) {
+  in_network_namespace(netns_fd, [this] {
+    fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+  });
   if (fd_ < 0)
     throw std::system_error(errno, std::generic_category(), "rtnetlink socket");
   // Room for a burst (many veths created at once) before the kernel drops

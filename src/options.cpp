@@ -156,11 +156,41 @@ bool valid_interface_name(const std::string &name) {
   return true;
 }
 
+bool is_iface_set_word(const std::string &word) { return word == "all" || word == "irq"; }
+
+bool traces_several_ifaces(const std::vector<std::string> &ifaces) {
+  return ifaces.size() > 1 || (ifaces.size() == 1 && is_iface_set_word(ifaces[0]));
+}
+
+namespace {
+
+// What is wrong with a list of --iface values, "" when nothing is.
+std::string iface_list_error(const std::vector<std::string> &ifaces) {
+  for (const std::string &name : ifaces) {
+    if (is_iface_set_word(name) && ifaces.size() > 1)
+      return "'" + name + "' stands alone: it names every interface" + (name == "irq" ? " with IRQ lines" : "") +
+             ", not one to add to others";
+    if (!is_iface_set_word(name) && !valid_interface_name(name))
+      return "'" + name + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)";
+  }
+  if (ifaces.size() > kMaxIfaces)
+    return "at most " + std::to_string(kMaxIfaces) + " interfaces can be traced at once";
+  return "";
+}
+
+}  // namespace
+
 void validate(const Options &o) {
-  if (o.iface.empty() && !o.demo && !o.check)
-    throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0)");
-  if (!o.iface.empty() && !valid_interface_name(o.iface))
-    throw Error(ExitCode::Usage, "'" + o.iface + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
+  if (o.ifaces.empty() && !o.demo && !o.check)
+    throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0, --iface all)");
+  if (const std::string why = iface_list_error(o.ifaces); !why.empty())
+    throw Error(ExitCode::Usage, "--iface: " + why);
+  if (!o.netns.empty() && o.ifaces.size() == 1 && o.ifaces[0] == "irq")
+    throw Error(ExitCode::Usage,
+                "--iface irq cannot be used with --netns: another namespace's IRQ lines are not found; name the "
+                "interfaces (and give --irq)");
+  if (!o.irqs.empty() && (o.ifaces.size() != 1 || is_iface_set_word(o.ifaces[0])))
+    throw Error(ExitCode::Usage, "--irq names the IRQ lines of one interface: give exactly one --iface NAME with it");
   if (o.ports.empty() && !o.demo && !o.check)
     throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
   if (o.ports.size() > kMaxPorts)
@@ -202,7 +232,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   static const std::set<std::string> known = {"iface",          "ports",          "interval",
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
-                                              "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution"};
+                                              "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution",
+                                              "netns"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -224,10 +255,23 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     return n->value<double>();
   };
 
-  if (auto s = string_of("iface"); s && !cli("iface")) {
-    if (!valid_interface_name(*s))
-      throw fail(*tbl.get("iface"), "'" + *s + "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)");
-    into.iface = *s;
+  if (const toml::node *n = tbl.get("iface"); n && !cli("iface")) {
+    // "eth0", or ["eth0", "eth1"], or "all" / "irq".
+    std::vector<std::string> names;
+    if (n->is_string()) {
+      names.push_back(*n->value<std::string>());
+    } else if (const toml::array *arr = n->as_array(); arr && !arr->empty()) {
+      for (const toml::node &e : *arr) {
+        if (!e.is_string())
+          throw fail(e, "iface must be a string or an array of strings, e.g. [\"eth0\", \"eth1\"]");
+        names.push_back(*e.value<std::string>());
+      }
+    } else {
+      throw fail(*n, "iface must be a string or a non-empty array of strings, e.g. [\"eth0\", \"eth1\"]");
+    }
+    if (const std::string why = iface_list_error(names); !why.empty())
+      throw fail(*n, "iface: " + why);
+    into.ifaces = std::move(names);
   }
   if (const toml::node *n = tbl.get("ports"); n && !cli("ports")) {
     const toml::array *arr = n->as_array();
@@ -249,6 +293,8 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
     if (distinct.size() > kMaxPorts)
       throw fail(*n, kTooManyPorts);
   }
+  if (auto s = string_of("netns"); s && !cli("netns"))
+    into.netns = *s;
   if (const toml::node *n = tbl.get("irq"); n && !cli("irq"))
     into.irqs = irqs_of(*n, fail);
   if (auto d = number_of("interval"); d && !cli("interval")) {
@@ -336,7 +382,10 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::vector<int64_t> ports;
   std::vector<std::string> irq_lists;
   std::string interval = "10", format = "json", outliers, by;
-  app.add_option("-i,--iface", o.iface, "Network interface to trace (e.g. eth0, lo)");
+  app.add_option("-i,--iface", o.ifaces,
+                 "Interface to trace (eth0, bond0, eth0.100); repeat for several; all; irq (those with IRQ lines)");
+  app.add_option("--netns", o.netns,
+                 "Network namespace the interfaces are in: NAME (/run/netns/NAME), PID or a path");
   app.add_option("-p,--port", ports, "Destination port to trace; repeat for several (UDP and TCP)");
   app.add_option("--interval", interval, "Seconds per report line (default 10; 500ms, 2s also work)");
   app.add_option("-o,--output", o.output, "Where JSON lines go: - for stdout (default) or a file (appended)");
@@ -360,7 +409,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
   app.add_flag("--demo", o.demo, "Trace loopback with traffic netlatd generates itself (defaults: lo, port 47000)");
-  app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface, 69 kernel lacks a\n"
+  app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface or netns, 69 kernel lacks a\n"
              "feature, 70 internal error or metrics port in use, 73 output not writable, 77 not permitted,\n"
              "78 bad config. SIGHUP reopens the output and reloads --config.\n"
              "See netlatd(8) and docs/OUTPUT.md.");
@@ -385,7 +434,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
                            "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group", "by",
-                           "metrics-resolution"}) {
+                           "metrics-resolution", "netns"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
   }
@@ -419,8 +468,8 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
     load_config_file(o.config, o, set_on_cli);
 
   if (o.demo) {
-    if (o.iface.empty())
-      o.iface = "lo";
+    if (o.ifaces.empty())
+      o.ifaces = {"lo"};
     if (o.ports.empty())
       o.ports.push_back(47000);
     if (std::find(set_on_cli.begin(), set_on_cli.end(), "interval") == set_on_cli.end() && o.config.empty())
@@ -429,7 +478,15 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
       o.format = OutputFormat::Text;
   }
   sort_unique(o.ports);
+  // Repeated names trace one interface; the order given is the order shown.
+  for (size_t i = 0; i < o.ifaces.size(); ++i)
+    for (size_t j = o.ifaces.size() - 1; j > i; --j)
+      if (o.ifaces[j] == o.ifaces[i])
+        o.ifaces.erase(o.ifaces.begin() + static_cast<std::ptrdiff_t>(j));
   validate(o);
+  // Several interfaces: their figures apart, whatever --by says.
+  if (traces_several_ifaces(o.ifaces))
+    o.by.iface = true;
   return result;
 }
 

@@ -97,7 +97,7 @@ Json breakdown_json(const ReportHeader &h, const IntervalReport &r, const Interv
     if (series.packets == 0)
       continue;
     Json row;
-    for (const auto &[name, value] : series_labels(by, key, names)) {
+    for (const auto &[name, value] : series_labels(by, key, names, &h.iface_names)) {
       if (name == "dport")
         row[name] = key.dport;
       else
@@ -357,7 +357,9 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
   j["schema"] = kSchemaVersion;
   j["time"] = rfc3339_utc(time);
   j["host"] = h.host;
-  j["iface"] = h.iface;
+  // The interface the packet counts for, where several are traced.
+  const auto named = h.iface_names.find(p.iface_id);
+  j["iface"] = named != h.iface_names.end() ? named->second : h.iface;
   j["ports"] = h.ports;
   j["dport"] = p.dport;
   if (p.l4proto == kIpprotoTcp)

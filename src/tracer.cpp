@@ -14,6 +14,10 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
 
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -27,6 +31,7 @@ namespace netlatd {
 static_assert(sizeof(netlatd_packet) == 144, "ring-buffer record layout (abi.h)");
 static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
 static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
+static_assert(sizeof(netlatd_watch_key) == 12 && sizeof(netlatd_watch) == 8, "watch layout (abi.h)");
 static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "tcp_segs layout (abi.h)");
 
 namespace {
@@ -156,6 +161,7 @@ struct Tracer::Impl {
   RecordFn on_record;
   int ncpus = 1;
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
+  std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching;   // keys in `watch`: netns, ifindex, vlan
 
   ~Impl() {
     if (ring)
@@ -299,9 +305,33 @@ void Tracer::set_target(const TraceTarget &t) {
     else
       spdlog::warn("IRQ {} is beyond netlatd's IRQ bitmap; its interrupts are not traced", irq);
   }
-  bss->cfg_netns = t.netns_inode;
-  // The interface index last: it is what makes packets match.
-  __atomic_store_n(&bss->cfg_ifindex, t.ifindex, __ATOMIC_RELEASE);
+  // New and changed devices first, then the ones gone: a device that stays
+  // never stops matching.
+  const int fd = bpf_map__fd(impl_->skel->maps.watch);
+  auto key_of = [&](const WatchedDevice &d, uint16_t vlan) {
+    netlatd_watch_key k{};
+    k.netns = t.netns_inode;
+    k.ifindex = d.ifindex;
+    k.vlan = vlan;
+    return k;
+  };
+  std::set<std::tuple<uint32_t, uint32_t, uint16_t>> now;
+  for (const WatchedDevice &d : t.devices) {
+    netlatd_watch v{d.iface_id, d.upper ? 1u : 0u};
+    for (uint16_t vlan : {d.vlan, static_cast<uint16_t>(NETLATD_WATCH_NAPI)}) {
+      netlatd_watch_key k = key_of(d, vlan);
+      if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) != 0)
+        throw Error(ExitCode::Software, fmt::format("cannot watch ifindex {}: {}", d.ifindex, std::strerror(errno)));
+      now.emplace(k.netns, k.ifindex, k.vlan);
+    }
+  }
+  for (const auto &old : impl_->watching)
+    if (!now.count(old)) {
+      netlatd_watch_key k{};
+      std::tie(k.netns, k.ifindex, k.vlan) = old;
+      bpf_map_delete_elem(fd, &k);
+    }
+  impl_->watching = std::move(now);
 }
 
 int Tracer::poll(int timeout_ms) {

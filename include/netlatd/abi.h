@@ -15,6 +15,13 @@
 /* IRQ lines of the interface, as a bitmap over irq numbers [0, 8192). */
 #define NETLATD_IRQ_BITMAP_WORDS 128
 #define NETLATD_COMM_LEN 16
+/* Interfaces one daemon traces at once (--iface repeated, all, irq), and the
+ * entries of the `watch` map that stand for them and their lower devices. */
+#define NETLATD_MAX_IFACES 64
+#define NETLATD_WATCH_ENTRIES 1024
+/* netlatd_watch_key.vlan of the entry that says a device's NAPI polls count
+ * (napi_poll has no packet, so no tag to look up by). */
+#define NETLATD_WATCH_NAPI 0xffff
 
 /*
  * The instants of one packet's receive path. Each is CLOCK_MONOTONIC
@@ -63,7 +70,7 @@ struct netlatd_packet {
 	__u32 reader_tid;
 	char reader_comm[NETLATD_COMM_LEN];
 	__u32 len;           /* bytes of L4 payload */
-	__u32 ifindex;
+	__u32 iface_id;      /* the traced interface it counts for (netlatd_watch.iface_id) */
 	__u16 rx_cpu;        /* CPU of netif_receive_skb */
 	__u16 reader_cpu;    /* CPU the receive call returned on */
 	__u16 dport;         /* host order */
@@ -84,7 +91,7 @@ struct netlatd_rx {
 	__u32 raise_before;   /* receive_ns - NETLATD_STAMP_SOFTIRQ_RAISE */
 	__u32 softirq_before; /* receive_ns - NETLATD_STAMP_SOFTIRQ_ENTRY */
 	__u32 len;            /* bytes of L4 payload */
-	__u32 ifindex;
+	__u32 iface_id;       /* netlatd_watch.iface_id */
 	__u32 end_seq;        /* TCP: sequence number after the payload */
 	__u16 rx_cpu;
 	__u16 dport;          /* host order */
@@ -92,6 +99,25 @@ struct netlatd_rx {
 	__u16 flags;          /* enum netlatd_packet_flags */
 	__u8 l4proto;
 	__u8 _pad[7];
+};
+
+/*
+ * The devices whose packets count (map `watch`, written by the daemon): each
+ * traced interface, and each device below it that a packet for it reaches
+ * netif_receive_skb on first (a bond's slaves, a VLAN's real device, with
+ * the VLAN's tag). Keyed by namespace too: ifindex values repeat across
+ * network namespaces (lo is 1 in every one).
+ */
+struct netlatd_watch_key {
+	__u32 netns;   /* inode of the device's network namespace */
+	__u32 ifindex;
+	__u16 vlan;    /* the 802.1Q VLAN id a packet carries on this device; 0 untagged; NETLATD_WATCH_NAPI */
+	__u16 _pad;
+};
+
+struct netlatd_watch {
+	__u32 iface_id; /* the traced interface these packets count for: 1.., the daemon's number for its name */
+	__u32 upper;    /* 1: a traced interface with lower devices: a packet here may be one already seen below */
 };
 
 /*

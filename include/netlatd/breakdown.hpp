@@ -25,10 +25,11 @@ struct BreakdownSpec {
   bool proto = true;
   bool family = false;
   bool cgroup = false;
+  bool iface = false;  // the traced interface: on by itself when several are traced
   bool operator==(const BreakdownSpec &) const = default;
 };
 
-// "dport,proto,family,cgroup" in any order and subset, or "none". Throws
+// "dport,proto,family,cgroup,iface" in any order and subset, or "none". Throws
 // std::invalid_argument with a one-line message naming the bad word.
 BreakdownSpec parse_breakdown(std::string_view list);
 // The keys split by, in their fixed order: {"dport", "proto"}.
@@ -47,6 +48,7 @@ struct SeriesKey {
   uint8_t proto = 0;   // IPPROTO_UDP, IPPROTO_TCP
   uint8_t family = 0;  // 4, 6
   uint64_t cgroup = 0; // cgroup v2 id, kNoCgroup or kOtherCgroup
+  uint32_t iface = 0;  // the traced interface's number (netlatd_packet.iface_id)
   auto operator<=>(const SeriesKey &) const = default;
 };
 SeriesKey series_key(const BreakdownSpec &spec, const netlatd_packet &p) noexcept;
@@ -94,9 +96,13 @@ private:
   std::map<uint64_t, std::string> known_;
 };
 
+// The traced interfaces' names by their number (netlatd_packet.iface_id).
+using IfaceNames = std::map<uint32_t, std::string>;
+
 // The label pairs of a series in the fixed key order, only the keys split
-// by: {{"dport","5000"},{"proto","udp"}}.
+// by: {{"dport","5000"},{"proto","udp"}}. An interface number without a
+// name reads "iface-id:N".
 std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSpec &spec, const SeriesKey &key,
-                                                               CgroupNames &names);
+                                                               CgroupNames &names, const IfaceNames *ifaces = nullptr);
 
 }  // namespace netlatd

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -68,6 +69,17 @@ std::vector<std::string> describe_irq_lines(const std::vector<IrqLine> &lines);
 // Inode of this process's network namespace (what the kernel's ns.inum holds).
 uint32_t current_netns_inode();
 
+// --netns: a name ("blue": /run/netns/blue, as `ip netns` makes), a pid
+// ("1234": /proc/1234/ns/net) or a path (anything with a '/').
+std::string netns_path(const std::string &spec);
+// Runs `fn` on a thread that has entered the network namespace open at
+// `netns_fd` (-1: this process's own, on this thread) and waits for it:
+// rtnetlink sockets made there, and if_nametoindex() there, see that
+// namespace. Throws std::system_error when the namespace cannot be entered.
+void in_network_namespace(int netns_fd, const std::function<void()> &fn);
+// The interfaces of a namespace by index and name (if_nameindex), sorted.
+std::vector<std::pair<uint32_t, std::string>> interface_names(int netns_fd = -1);
+
 // One link notification of this network namespace (RTM_NEWLINK / RTM_DELLINK).
 // A "new" one is also sent when an existing link changes (up, down, renamed),
 // so a consumer compares the index and name with what it already knows.
@@ -89,7 +101,8 @@ std::vector<LinkEvent> parse_link_messages(const void *data, size_t len);
 class LinkMonitor {
 public:
   // Throws std::system_error when the socket cannot be made (no AF_NETLINK).
-  LinkMonitor();
+  // `netns_fd`: the namespace whose links it hears (-1: this process's).
+  explicit LinkMonitor(int netns_fd = -1);
   ~LinkMonitor();
   LinkMonitor(const LinkMonitor &) = delete;
   LinkMonitor &operator=(const LinkMonitor &) = delete;

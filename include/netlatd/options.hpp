@@ -13,7 +13,12 @@ namespace netlatd {
 enum class OutputFormat { Json, Text };
 
 struct Options {
-  std::string iface;
+  // --iface, repeatable: interface names, or one of the words "all" (every
+  // interface) and "irq" (every interface with IRQ lines) alone.
+  std::vector<std::string> ifaces;
+  // --netns: the network namespace the interfaces are in (a name under
+  // /run/netns, a pid, or a path); empty = the daemon's own.
+  std::string netns;
   std::vector<uint16_t> ports;
   double interval_s = 10.0;
   std::string output = "-";  // "-" = stdout, else a file appended to
@@ -68,6 +73,13 @@ std::vector<int> parse_irq_list(const std::string &text);
 void validate(const Options &o);
 // The kernel's rule for a network device name (what `--iface` accepts).
 bool valid_interface_name(const std::string &name);
+// At most this many interfaces are traced at once (named, or found by all/irq).
+inline constexpr size_t kMaxIfaces = 64;
+// --iface all / --iface irq: a set of interfaces, not a name.
+bool is_iface_set_word(const std::string &word);
+// Whether the figures are split by interface (an `iface` key) without --by
+// asking: several interfaces, or a set.
+bool traces_several_ifaces(const std::vector<std::string> &ifaces);
 
 // The options a SIGHUP reload runs with: `running.command_line` parsed again,
 // so the config file is re-read and command-line flags still override it (a

@@ -22,8 +22,11 @@ inline constexpr int kSchemaVersion = 2;
 // Fixed for the life of a run (or until SIGHUP reload / interface re-appears).
 struct ReportHeader {
   std::string host;
-  std::string iface;
-  int ifindex = 0;
+  std::string iface;  // --iface as given, comma-joined: "eth0", "eth0,bond0", "all"
+  int ifindex = 0;    // of the one interface named; 0 when several or a set are traced, or it is gone
+  // The traced interfaces by their number in the records (every one seen in
+  // this run: a number keeps its name), for the `iface` key and outliers.
+  IfaceNames iface_names;
   std::vector<uint16_t> ports;
   std::string kernel;  // uname -r
   std::string version; // netlatd version

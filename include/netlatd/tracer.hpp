@@ -25,11 +25,23 @@ struct TracerConfig {
   bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
 };
 
-// Where to look: set at start and again when the interface re-appears.
-struct TraceTarget {
+// A device whose packets count for a traced interface: the interface
+// itself, or a device below it (a bond's slave, a VLAN's real device with
+// the VLAN's id). One entry of the kernel's `watch` map.
+struct WatchedDevice {
   uint32_t ifindex = 0;
-  uint32_t netns_inode = 0;  // 0 = any namespace
-  std::vector<int> irqs;     // the interface's IRQ lines (empty on lo, veth)
+  uint16_t vlan = 0;      // the tag its packets for that interface carry; 0 untagged
+  uint32_t iface_id = 0;  // the traced interface's number (records carry it)
+  bool upper = false;     // a traced interface with devices below it
+  auto operator<=>(const WatchedDevice &) const = default;
+};
+
+// Where to look: set at start and again whenever a traced interface or a
+// device below one comes, goes or changes.
+struct TraceTarget {
+  uint32_t netns_inode = 0;  // the namespace of every device below
+  std::vector<WatchedDevice> devices;
+  std::vector<int> irqs;     // the devices' IRQ lines (none on lo, veth)
 };
 
 class Tracer {
@@ -42,6 +54,7 @@ public:
   Tracer(const Tracer &) = delete;
   Tracer &operator=(const Tracer &) = delete;
 
+  // Throws Error(Software) when the kernel refuses a map update.
   void set_target(const TraceTarget &t);
 
   // Newly attached tracepoint programs start firing a moment after attach

@@ -26,7 +26,7 @@ netlatd_packet packet(unsigned first, uint64_t step, uint8_t proto, uint16_t fla
   p.flags = flags;
   p.dport = 5000;
   p.len = 64;
-  p.ifindex = 2;
+  p.iface_id = 1;
   std::strncpy(p.reader_comm, comm, sizeof p.reader_comm);
   return p;
 }

@@ -561,6 +561,67 @@ TEST_CASE("the interface deleted and re-created: a warning, then tracing resumes
   CHECK(tot.last["ifindex"].get<uint32_t>() == new_index);
 }
 
+// Several interfaces: each followed on its own (one deleted and re-created
+// while the other keeps counting), and a reload that drops one applies at
+// once. Counts exact per interface, from the breakdown.
+TEST_CASE("several interfaces: one re-created while the other counts on; a reload that drops one", "[service][interface]") {
+  SKIP_UNLESS_ROOT();
+  VethNamespaces net;
+  const std::string rx2 = net.rx_if + "b", tx2 = net.tx_if + "b";
+  const std::string third = "10.216." + net.rx_addr.substr(7, net.rx_addr.rfind('.') - 7) + ".";
+  const std::string make_pair = "set -e; ip link add " + rx2 + " netns " + net.rx_ns + " type veth peer name " + tx2 +
+                                " netns " + net.tx_ns + "; ip -n " + net.rx_ns + " addr add " + third + "1/30 dev " +
+                                rx2 + "; ip -n " + net.tx_ns + " addr add " + third + "2/30 dev " + tx2 + "; ip -n " +
+                                net.rx_ns + " link set " + rx2 + " up; ip -n " + net.tx_ns + " link set " + tx2 + " up";
+  REQUIRE(nltest::sh(make_pair) == 0);
+  const uint16_t port = 5333;
+  send_udp(net.tx_ns, 4, third + "1", port + 1, 1, 16, 0);
+  Reader reader(net.rx_ns, "udp", 4, "", port);
+  nltest::TempDir dir("netlatd-ifaces");
+  const fs::path cfg = dir.path() / "netlatd.toml";
+  auto config = [&](const std::string &ifaces) {
+    write_file(cfg, "iface = [" + ifaces + "]\nports = [" + std::to_string(port) + "]\ninterval = 1\n");
+  };
+  config("\"" + net.rx_if + "\", \"" + rx2 + "\"");
+  Daemon nl({"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--config", cfg.string()});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  uint64_t read = 0;
+  auto send = [&](const std::string &to, int n) {
+    send_udp(net.tx_ns, 4, to, port, n, 100, 1000);
+    read += static_cast<uint64_t>(n);
+    REQUIRE(reader.wait_for(read, 5000));
+  };
+  send(net.rx_addr, 40);
+  send(third + "1", 40);
+  // The second pair deleted and re-made: its end comes back with another ifindex.
+  REQUIRE(nltest::sh("ip -n " + net.rx_ns + " link del " + rx2) == 0);
+  REQUIRE(nl->wait_for_stderr("interface " + rx2 + " disappeared; waiting for it to come back", 3000));
+  send(net.rx_addr, 20);  // the first one never stopped
+  REQUIRE(nltest::sh(make_pair) == 0);
+  REQUIRE(nl->wait_for_stderr("interface " + rx2 + " is back", 3000));
+  send(third + "1", 50);
+  // A reload naming only the first: the second's datagrams stop counting at once.
+  config("\"" + net.rx_if + "\"");
+  nl->signal(SIGHUP);
+  REQUIRE(nl->wait_for_stderr("iface " + net.rx_if + "," + rx2 + " -> " + net.rx_if, 3000));
+  send(third + "1", 25);
+  send(net.rx_addr, 25);
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(3000));
+  CHECK(nl->exit().code == 0);
+  std::map<std::string, uint64_t> by_iface;
+  std::istringstream lines(nl->exit().out);
+  for (std::string line; std::getline(lines, line);) {
+    const json j = json::parse(line, nullptr, false);
+    if (j.is_object() && j.value("type", "") == "interval")
+      for (const json &row : j["breakdown"])
+        by_iface[row.value("iface", "")] += row.value("packets", 0ull);
+  }
+  CHECK(by_iface == std::map<std::string, uint64_t>{{net.rx_if, 40 + 20 + 25}, {rx2, 40 + 50}});
+  CHECK(interval_totals(nl->exit().out).packets == 40 + 40 + 20 + 50 + 25);
+}
+
 TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[service][metrics]") {
   SKIP_UNLESS_ROOT();
   const uint16_t port = free_port(), metrics_port = free_port(SOCK_STREAM);

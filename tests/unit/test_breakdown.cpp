@@ -74,7 +74,7 @@ TEST_CASE("parse_breakdown: the keys in any order, none, and clear errors", "[br
         std::vector<std::string_view>{"dport", "proto", "family", "cgroup"});
   CHECK(breakdown_keys(parse_breakdown("none")).empty());
   CHECK_THROWS_WITH(parse_breakdown("dport,port"),
-                    "unknown key 'port' (known: dport, proto, family, cgroup; or none)");
+                    "unknown key 'port' (known: dport, proto, family, cgroup, iface; or none)");
   CHECK_THROWS_WITH(parse_breakdown("dport,"), "ends with a comma");
   CHECK_THROWS_AS(parse_breakdown(""), std::invalid_argument);
   CHECK_THROWS_AS(parse_breakdown("dport,,proto"), std::invalid_argument);

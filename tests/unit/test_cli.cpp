@@ -9,6 +9,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "netlatd/errors.hpp"
+#include "netlatd/interface.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/options.hpp"
 #include "netlatd/version.hpp"
@@ -135,7 +136,7 @@ TEST_CASE("command line overrides the config file", "[config]") {
   TempFile cfg("iface = \"eth7\"\nports = [5000, 5001]\ninterval = 3.5\nformat = \"text\"\n"
                "outliers_over = \"2ms\"\n");
   auto cl = parse({"--config", cfg.path.c_str(), "--iface", "lo", "--interval", "250ms"});
-  CHECK(cl.options.iface == "lo");
+  CHECK(cl.options.ifaces == std::vector<std::string>{"lo"});
   CHECK(cl.options.ports == std::vector<uint16_t>{5000, 5001});
   CHECK(cl.options.interval_s == 0.25);
   CHECK(cl.options.format == OutputFormat::Text);
@@ -285,7 +286,7 @@ TEST_CASE("options by and metrics resolution: command line, config file, errors"
   auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--by", "dport,port"});
   CHECK(e.code == 64);
   CHECK(e.err ==
-        "netlatd: error: --by: unknown key 'port' (known: dport, proto, family, cgroup; or none)\n");
+        "netlatd: error: --by: unknown key 'port' (known: dport, proto, family, cgroup, iface; or none)\n");
   e = run_netlatd({"--iface", "lo", "--port", "5000", "--metrics-resolution", "3"});
   CHECK(e.code == 64);
   CHECK(e.err == "netlatd: error: --metrics-resolution must be 1, 2, 4 or 8 (buckets per power of two)\n");
@@ -303,7 +304,7 @@ TEST_CASE("options by and metrics resolution: command line, config file, errors"
   e = run_netlatd({"--config", bad.path});
   CHECK(e.code == 78);
   CHECK(e.err == "netlatd: error: " + bad.path +
-                     ":3:6: by: unknown key 'host' (known: dport, proto, family, cgroup; or none)\n");
+                     ":3:6: by: unknown key 'host' (known: dport, proto, family, cgroup, iface; or none)\n");
   TempFile res("iface = \"lo\"\nports = [5000]\nmetrics_resolution = 16\n");
   e = run_netlatd({"--config", res.path});
   CHECK(e.code == 78);
@@ -316,7 +317,7 @@ TEST_CASE("an interface name the kernel could not have exits 64 on the command l
     INFO(bad);
     auto e = run_netlatd({"--iface", bad, "--port", "5000"});
     CHECK(e.code == 64);
-    CHECK(e.err == std::string("netlatd: error: '") + bad +
+    CHECK(e.err == std::string("netlatd: error: --iface: '") + bad +
                        "' cannot be an interface name (1 to 15 bytes, no '/', ':' or spaces)\n");
   }
   CHECK(netlatd::valid_interface_name("fifteen-bytes-x"));
@@ -325,6 +326,72 @@ TEST_CASE("an interface name the kernel could not have exits 64 on the command l
   TempFile cfg("ports = [5000]\niface = \"lo/../eth0\"\n");
   auto e = run_netlatd({"--config", cfg.path});
   CHECK(e.code == 78);
-  CHECK(e.err.rfind("netlatd: error: " + cfg.path + ":2:9: 'lo/../eth0' cannot be an interface name", 0) == 0);
+  CHECK(e.err.rfind("netlatd: error: " + cfg.path + ":2:9: iface: 'lo/../eth0' cannot be an interface name", 0) == 0);
   CHECK(lines(e.err) == 1);
+}
+
+TEST_CASE("several interfaces: --iface repeated, an array or a string in the config, all and irq", "[cli][config]") {
+  using V = std::vector<std::string>;
+  auto one = parse({"--iface", "eth0", "--port", "5000"}).options;
+  CHECK(one.ifaces == V{"eth0"});
+  CHECK(!one.by.iface);  // one interface: the output as before
+  auto two = parse({"--iface", "eth1", "-i", "eth0", "--iface", "eth1", "--port", "5000"}).options;
+  CHECK(two.ifaces == V{"eth1", "eth0"});  // the order given, repeats dropped
+  CHECK(two.by.iface);                     // several: split by interface without asking
+  CHECK(netlatd::breakdown_keys(two.by) == std::vector<std::string_view>{"iface", "dport", "proto"});
+  for (const char *word : {"all", "irq"}) {
+    auto set = parse({"--iface", word, "--port", "5000"}).options;
+    CHECK(set.ifaces == V{word});
+    CHECK(set.by.iface);
+  }
+  // --by iface splits one interface's figures too (its name as the key).
+  CHECK(parse({"--iface", "eth0", "--port", "5000", "--by", "iface,dport"}).options.by.iface);
+
+  TempFile arr("ports = [5000]\niface = [\"eth0\", \"bond0\", \"eth0.100\"]\n");
+  CHECK(parse({"--config", arr.path.c_str()}).options.ifaces == V{"eth0", "bond0", "eth0.100"});
+  TempFile str("ports = [5000]\niface = \"irq\"\n");
+  CHECK(parse({"--config", str.path.c_str()}).options.ifaces == V{"irq"});
+  // The command line wins over the file, as for every key.
+  CHECK(parse({"--config", arr.path.c_str(), "--iface", "lo"}).options.ifaces == V{"lo"});
+
+  // all and irq stand alone; --irq belongs to one named interface.
+  auto e = run_netlatd({"--iface", "all", "--iface", "eth0", "--port", "5000"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --iface: 'all' stands alone: it names every interface, not one to add to others\n");
+  e = run_netlatd({"--iface", "eth0", "--iface", "eth1", "--irq", "24", "--port", "5000"});
+  CHECK(e.code == 64);
+  CHECK(e.err ==
+        "netlatd: error: --irq names the IRQ lines of one interface: give exactly one --iface NAME with it\n");
+  std::vector<std::string> many{"--port", "5000"};
+  for (int i = 0; i < 65; ++i)
+    many.insert(many.end(), {"--iface", "veth" + std::to_string(i)});
+  e = run_netlatd(many);
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --iface: at most 64 interfaces can be traced at once\n");
+
+  TempFile bad_type("ports = [5000]\niface = 3\n");
+  e = run_netlatd({"--config", bad_type.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + bad_type.path +
+                     ":2:9: iface must be a string or a non-empty array of strings, e.g. [\"eth0\", \"eth1\"]\n");
+  TempFile mixed("ports = [5000]\niface = [\"irq\", \"eth0\"]\n");
+  e = run_netlatd({"--config", mixed.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + mixed.path +
+                     ":2:9: iface: 'irq' stands alone: it names every interface with IRQ lines, not one to add to "
+                     "others\n");
+}
+
+TEST_CASE("the netns option: a name, a pid or a path; irq cannot be found there", "[cli][netns]") {
+  CHECK(netlatd::netns_path("blue") == "/run/netns/blue");
+  CHECK(netlatd::netns_path("1234") == "/proc/1234/ns/net");
+  CHECK(netlatd::netns_path("/var/run/docker/netns/abc") == "/var/run/docker/netns/abc");
+  CHECK(netlatd::netns_path("./ns") == "./ns");
+  CHECK(parse({"--netns", "blue", "--iface", "eth0", "--port", "5000"}).options.netns == "blue");
+  TempFile cfg("ports = [5000]\niface = \"eth0\"\nnetns = \"blue\"\n");
+  CHECK(parse({"--config", cfg.path.c_str()}).options.netns == "blue");
+  auto e = run_netlatd({"--netns", "blue", "--iface", "irq", "--port", "5000"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --iface irq cannot be used with --netns: another namespace's IRQ lines are not "
+                 "found; name the interfaces (and give --irq)\n");
 }

@@ -326,7 +326,7 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   p.reader_tid = 4243;
   std::memcpy(p.reader_comm, "udp-reader", 10);
   p.len = 1200;
-  p.ifindex = 2;
+  p.iface_id = 1;
   p.dport = 5001;
   p.l4proto = kTcp;
   p.sport = 40123;
