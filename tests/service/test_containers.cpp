@@ -8,11 +8,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -35,6 +37,7 @@ namespace {
 
 const std::string kDockerId = "4d1c0f3b9a8e7d6c5b4a39281706f5e4d3c2b1a09f8e7d6c5b4a392817060f1e";
 const std::string kContainerdId = "9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c8b7a6f5e4d3c2b1a0f9e8d";
+const std::string kGoneId = "c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00c0ffee00";
 const std::string kPodUid = "5a6b7c8d-1e2f-4a3b-9c8d-7e6f5a4b3c2d";
 
 // Cgroup directories this test makes under the cgroup2 mount, removed (the
@@ -62,6 +65,12 @@ public:
         made_.push_back(dir);
       }
     }
+  }
+  // Removes `path` now (its processes have exited).
+  void remove(const std::string &path) {
+    const fs::path dir = root_ / fs::path(path).relative_path();
+    REQUIRE(::rmdir(dir.c_str()) == 0);
+    made_.erase(std::remove(made_.begin(), made_.end(), dir), made_.end());
   }
   void move(pid_t pid, const std::string &path) {
     std::ofstream procs(root_ / fs::path(path).relative_path() / "cgroup.procs");
@@ -118,14 +127,18 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
   const std::string docker_app = docker + "/app";  // a cgroup the container made below its own
   const std::string pod_slice = slice + "/kubepods-burstable-pod5a6b7c8d_1e2f_4a3b_9c8d_7e6f5a4b3c2d.slice";
   const std::string containerd = pod_slice + "/cri-containerd-" + kContainerdId + ".scope";
+  const std::string gone = slice + "/docker-" + kGoneId + ".scope";
   TestCgroups cgroups(netlatd::cgroup2_root());
   cgroups.make(docker_app);
   cgroups.make(containerd);
 
-  const uint16_t port_a = free_port(), port_b = free_port(), metrics_port = free_port(SOCK_STREAM);
-  const int n_a = 30, n_b = 20;
+  const uint16_t port_a = free_port(), port_b = free_port(), port_c = free_port(),
+                 metrics_port = free_port(SOCK_STREAM);
+  const int n_a = 30, n_b = 20, n_c = 10;
 
-  auto run = [&](const std::vector<std::string> &extra, bool scrape_it) {
+  // `with_gone`: a third reader, in a container whose cgroup is removed after
+  // it read and before the interval's line is written.
+  auto run = [&](const std::vector<std::string> &extra, bool scrape_it, bool with_gone) {
     // The readers bind, move into their cgroups, then read: every read is
     // made inside its cgroup.
     ReaderApp reader_a("", "udp", {"--port", std::to_string(port_a), "--bind", "127.0.0.1", "--expect",
@@ -137,8 +150,18 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     REQUIRE(cgroup_of(reader_a.pid()) == docker_app);
     REQUIRE(cgroup_of(reader_b.pid()) == containerd);
 
+    std::unique_ptr<ReaderApp> reader_c;
+    if (with_gone) {
+      cgroups.make(gone);
+      reader_c = std::make_unique<ReaderApp>(
+          "", "udp",
+          std::vector<std::string>{"--port", std::to_string(port_c), "--bind", "127.0.0.1", "--expect",
+                                   std::to_string(n_c), "--idle-ms", "3000"});
+      cgroups.move(reader_c->pid(), gone);
+    }
     std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(port_a), "--port",
-                                  std::to_string(port_b), "--interval", "60", "--by", "dport,cgroup",
+                                  std::to_string(port_b), "--port", std::to_string(port_c), "--interval", "60",
+                                  "--by", "dport,cgroup",
                                   "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
     argv.insert(argv.end(), extra.begin(), extra.end());
     Daemon nl(argv);
@@ -149,12 +172,21 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     INFO(reader_a.output() + reader_b.output());
     REQUIRE(reader_a.finish(5000));
     REQUIRE(reader_b.finish(5000));
+    if (with_gone) {
+      send_udp("", 4, "127.0.0.1", port_c, n_c, 64, 1000);
+      REQUIRE(reader_c->finish(5000));
+      reader_c.reset();
+      // The daemon names a series' cgroup within 0.1 s of its first record.
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      cgroups.remove(gone);
+      REQUIRE_FALSE(fs::exists(netlatd::cgroup2_root() / gone.substr(1)));
+    }
     std::string page;
     if (scrape_it) {
       // Until the reads' records are published (the daemon drains on a timer).
       eventually(3000, [&] {
         page = scrape(metrics_port);
-        return sample(page, "netlatd_packets_total{proto=\"udp\"}") == n_a + n_b;
+        return sample(page, "netlatd_packets_total{proto=\"udp\"}") == n_a + n_b + (with_gone ? n_c : 0);
       });
     }
     nl->signal(SIGTERM);
@@ -164,13 +196,18 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
   };
 
   SECTION("attribution: --by dport,cgroup names each reader's cgroup, container and pod") {
-    auto [j, page] = run({}, true);
+    auto [j, page] = run({}, true, true);
     INFO(j.dump());
     REQUIRE(j["by"] == json::array({"dport", "cgroup"}));
     std::map<int, json> rows;
     for (const json &row : j["breakdown"])
       rows[row["dport"].get<int>()] = row;
-    REQUIRE(rows.size() == 2);
+    REQUIRE(rows.size() == 3);
+    // Removed before the line was written, named while it was there.
+    const json &c = rows.at(port_c);
+    CHECK(c["packets"] == n_c);
+    CHECK(c["cgroup"] == gone);
+    CHECK(c["container_id"] == kGoneId);
     const json &a = rows.at(port_a), &b = rows.at(port_b);
     CHECK(a["packets"] == n_a);
     CHECK(a["cgroup"] == docker_app);
@@ -194,7 +231,7 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
   }
 
   SECTION("--cgroup: only the docker container's subtree; the other reader's records are counted, not written") {
-    auto [j, page] = run({"--cgroup", docker}, false);
+    auto [j, page] = run({"--cgroup", docker}, false, false);
     INFO(j.dump());
     CHECK(j["packets"] == n_a);
     REQUIRE(j["breakdown"].size() == 1);
