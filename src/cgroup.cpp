@@ -227,9 +227,6 @@ std::string normalize_cgroup_arg(std::string_view arg, const std::filesystem::pa
   if (arg.front() != '/')
     throw std::invalid_argument("'" + std::string(arg) +
                                 "' is not absolute; give a cgroup path such as /system.slice/nginx.service");
-  const std::string r = root.string();
-  if (arg.size() >= r.size() && arg.compare(0, r.size(), r) == 0 && (arg.size() == r.size() || arg[r.size()] == '/'))
-    arg.remove_prefix(r.size());
   std::string out;
   std::string_view rest = arg;
   while (!rest.empty()) {
@@ -244,6 +241,10 @@ std::string normalize_cgroup_arg(std::string_view arg, const std::filesystem::pa
     out += '/';
     out += c;
   }
+  // The same under the mount: the mount's own path taken off, once.
+  const std::string r = root.lexically_normal().string();
+  if (r.size() > 1 && out.compare(0, r.size(), r) == 0 && (out.size() == r.size() || out[r.size()] == '/'))
+    out.erase(0, r.size());
   return out.empty() ? "/" : out;
 }
 

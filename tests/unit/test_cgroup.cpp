@@ -97,6 +97,8 @@ TEST_CASE("normalize_cgroup_arg: a cgroup path, or the same under the mount; err
   CHECK(normalize_cgroup_arg("/system.slice//nginx.service/", root) == "/system.slice/nginx.service");
   CHECK(normalize_cgroup_arg("/sys/fs/cgroup/system.slice/nginx.service", root) == "/system.slice/nginx.service");
   CHECK(normalize_cgroup_arg("/sys/fs/cgroup", root) == "/");
+  CHECK(normalize_cgroup_arg("/sys//fs/cgroup/a.slice", root) == "/a.slice");
+  CHECK(normalize_cgroup_arg("/sys/fs/cgroup/", root) == "/");
   CHECK(normalize_cgroup_arg("/sys/fs/cgroupx/a", root) == "/sys/fs/cgroupx/a");
   CHECK(normalize_cgroup_arg("/", root) == "/");
   CHECK(normalize_cgroup_arg("/sys/fs/cgroup/unified/a.slice", "/sys/fs/cgroup/unified") == "/a.slice");

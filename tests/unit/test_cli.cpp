@@ -329,7 +329,7 @@ TEST_CASE("an interface name the kernel could not have exits 64 on the command l
   CHECK(lines(e.err) == 1);
 }
 
-TEST_CASE("--cgroup: repeatable, normalized, in the config file; errors exit 64 or 78", "[cli][config][cgroup]") {
+TEST_CASE("option cgroup: repeatable, normalized, in the config file; errors exit 64 or 78", "[cli][config][cgroup]") {
   CHECK(parse({"--iface", "lo", "--port", "1"}).options.cgroups.empty());
   auto cl = parse({"--iface", "lo", "--port", "1", "--cgroup", "/system.slice/b.service/", "--cgroup",
                    "/system.slice//a.service", "--cgroup", "/system.slice/b.service"});
