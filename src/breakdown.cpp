@@ -1,7 +1,6 @@
 #include "netlatd/breakdown.hpp"
 
 #include <algorithm>
-#include <filesystem>
 #include <stdexcept>
 
 namespace netlatd {
