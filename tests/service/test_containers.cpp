@@ -242,6 +242,39 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     CHECK(j["cgroup_filtered"]["outside"] == n_b);
     CHECK(j["cgroup_filtered"]["no_reader"] == 0);
   }
+
+  SECTION("--cgroup with TCP: the kept container's segments only, the other's counted") {
+    const uint16_t tcp_in = free_port(SOCK_STREAM), tcp_out = free_port(SOCK_STREAM);
+    ReaderApp kept("", "tcp-conns", {"--port", std::to_string(tcp_in), "--conns", "1", "--idle-ms", "3000"});
+    ReaderApp other("", "tcp-conns", {"--port", std::to_string(tcp_out), "--conns", "1", "--idle-ms", "3000"});
+    cgroups.move(kept.pid(), docker_app);
+    cgroups.move(other.pid(), containerd);
+    Daemon nl({NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(tcp_in), "--port", std::to_string(tcp_out),
+               "--interval", "60", "--by", "dport,proto,cgroup", "--cgroup", docker});
+    INFO(nl->err());
+    REQUIRE(nl.wait_ready(15000));
+    // One write a millisecond: segments the stack may still coalesce, so
+    // records are counted as TCP made them, and compared between the two.
+    send_tcp("", 4, "127.0.0.1", tcp_in, 20, 100, 1000);
+    send_tcp("", 4, "127.0.0.1", tcp_out, 20, 100, 1000);
+    INFO(kept.output() + other.output());
+    REQUIRE(kept.finish(5000));
+    REQUIRE(other.finish(5000));
+    nl->signal(SIGTERM);
+    REQUIRE(nl->wait(5000));
+    const json j = last_interval(nl->exit().out);
+    INFO(j.dump());
+    REQUIRE(j["breakdown"].size() == 1);
+    const json &row = j["breakdown"][0];
+    CHECK(row["dport"] == tcp_in);
+    CHECK(row["proto"] == "tcp");
+    CHECK(row["container_id"] == kDockerId);
+    CHECK(row["packets"].get<uint64_t>() >= 1);
+    CHECK(j["packets"] == row["packets"]);
+    CHECK(j["tcp_bytes"]["reported"] == 2000);  // the kept connection's bytes, every one
+    CHECK(j["cgroup_filtered"]["outside"].get<uint64_t>() >= 1);
+    CHECK(j["cgroup_filtered"]["no_reader"] == 0);
+  }
 }
 
 TEST_CASE("containers: a --cgroup that names no cgroup exits 64 with one line", "[service][cgroup]") {
