@@ -75,10 +75,33 @@ static __always_inline void submit(struct netlatd_packet *rec)
 	COUNT(counters, NETLATD_CNT_EMITTED);
 }
 
+/* --cgroup: is this record's reader under one of the kept cgroups? Checked
+ * before the ring space is taken. Every record is written in a receive
+ * return's context, so a reader the record names is the current task; a
+ * packet-only record's reader is not known (the current task is only one of
+ * the candidates), so it is left out too, under its own count. */
+static __always_inline bool reader_kept(const struct read_view *v)
+{
+	if (!v) {
+		COUNT(counters, NETLATD_CNT_CGROUP_NO_READER);
+		return false;
+	}
+	for (__u32 i = 0; i < NETLATD_MAX_CGROUP_FILTERS; i++) {
+		if (i >= targ_ncgroup_filters)
+			break;
+		if (bpf_current_task_under_cgroup(&cgroup_filter, i) == 1)
+			return true;
+	}
+	COUNT(counters, NETLATD_CNT_CGROUP_OUTSIDE);
+	return false;
+}
+
 /* `v` NULL: a packet-only record, for the reason `unknown`. */
 static __always_inline void emit_record(const struct netlatd_rx *rx, __u64 queued, bool rx_known,
 					const struct read_view *v, __u8 unknown)
 {
+	if (targ_ncgroup_filters && !reader_kept(v))
+		return;
 	struct netlatd_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		COUNT(drops, NETLATD_DROP_RINGBUF_FULL);

@@ -13,6 +13,9 @@ const volatile __u32 targ_nports = 0;
 const volatile __u64 targ_wakeup_bytes = 1 << 20;
 /* --by cgroup: records carry their reader's cgroup id (a helper call each). */
 const volatile bool targ_reader_cgroup = false;
+/* --cgroup: records are written only for readers under one of the first
+ * targ_ncgroup_filters cgroups of `cgroup_filter` (emit.bpf.h). */
+const volatile __u32 targ_ncgroup_filters = 0;
 
 /* How a UDP read is tied to its datagram (docs/JOIN.md). */
 enum udp_join {
@@ -289,6 +292,15 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } counters SEC(".maps");
+
+/* --cgroup: the cgroups whose subtrees are kept, filled by the daemon after
+ * load from their directories' file descriptors. */
+struct {
+	__uint(type, BPF_MAP_TYPE_CGROUP_ARRAY);
+	__uint(max_entries, NETLATD_MAX_CGROUP_FILTERS);
+	__type(key, __u32);
+	__type(value, __u32);
+} cgroup_filter SEC(".maps");
 
 /* ---- watched ports ------------------------------------------------------------------ */
 

@@ -1,9 +1,6 @@
 #include "netlatd/breakdown.hpp"
 
-#include <sys/stat.h>
-
 #include <algorithm>
-#include <filesystem>
 #include <stdexcept>
 
 namespace netlatd {
@@ -12,33 +9,6 @@ namespace {
 
 constexpr uint8_t kIpprotoTcp = 6;
 constexpr uint8_t kIpprotoUdp = 17;
-
-// Where the cgroup2 hierarchy is mounted: the unified mount of a hybrid
-// layout first (its ids are the ones BPF reports), else the usual place.
-std::filesystem::path cgroup2_root() {
-  std::error_code ec;
-  if (std::filesystem::is_directory("/sys/fs/cgroup/unified", ec))
-    return "/sys/fs/cgroup/unified";
-  return "/sys/fs/cgroup";
-}
-
-// A cgroup2 id is the inode number of its directory.
-std::optional<std::string> find_cgroup_path(uint64_t id) {
-  const std::filesystem::path root = cgroup2_root();
-  struct stat st{};
-  if (::stat(root.c_str(), &st) == 0 && st.st_ino == id)
-    return "/";
-  std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(
-           root, std::filesystem::directory_options::skip_permission_denied, ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (!it->is_directory(ec) || it->is_symlink(ec))
-      continue;
-    if (::stat(it->path().c_str(), &st) == 0 && st.st_ino == id)
-      return "/" + std::filesystem::relative(it->path(), root, ec).string();
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -147,21 +117,31 @@ uint64_t StickyCgroups::map(uint64_t cgroup) {
   return cgroup;
 }
 
-CgroupNames::CgroupNames(Lookup lookup) : lookup_(lookup ? std::move(lookup) : Lookup(find_cgroup_path)) {}
+CgroupNames::CgroupNames(Lookup lookup, size_t capacity)
+    : lookup_(lookup ? std::move(lookup) : Lookup(find_cgroup_path)), capacity_(capacity ? capacity : 1) {}
 
-const std::string &CgroupNames::name(uint64_t id) {
-  if (auto it = known_.find(id); it != known_.end())
-    return it->second;
-  std::string name;
-  if (id == kNoCgroup)
-    name = "unknown";
-  else if (id == kOtherCgroup)
-    name = "other";
-  else if (auto path = lookup_(id))
-    name = *path;
-  else
-    name = "cgroup-id:" + std::to_string(id);
-  return known_.emplace(id, std::move(name)).first->second;
+const CgroupInfo &CgroupNames::info(uint64_t id) {
+  if (auto it = known_.find(id); it != known_.end()) {
+    recent_.splice(recent_.begin(), recent_, it->second.second);
+    return it->second.first;
+  }
+  CgroupInfo info;
+  if (id == kNoCgroup) {
+    info.path = "unknown";
+  } else if (id == kOtherCgroup) {
+    info.path = "other";
+  } else if (auto path = lookup_(id)) {
+    info.path = *path;
+    info.container = container_of_cgroup(info.path);
+  } else {
+    info.path = "cgroup-id:" + std::to_string(id);
+  }
+  if (known_.size() >= capacity_) {
+    known_.erase(recent_.back());
+    recent_.pop_back();
+  }
+  recent_.push_front(id);
+  return known_.emplace(id, std::make_pair(std::move(info), recent_.begin())).first->second.first;
 }
 
 std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSpec &spec, const SeriesKey &key,
@@ -179,8 +159,18 @@ std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSp
                                                             : std::to_string(key.proto));
   if (spec.family)
     labels.emplace_back("family", key.family == 6 ? "ipv6" : "ipv4");
-  if (spec.cgroup)
-    labels.emplace_back("cgroup", names.name(key.cgroup));
+  if (spec.cgroup) {
+    // Copied out: a later lookup may evict the entry.
+    const CgroupInfo info = names.info(key.cgroup);
+    labels.emplace_back("cgroup", info.path);
+    // Functions of the cgroup: no more series. Left out when the path shows none.
+    if (!info.container.id.empty())
+      labels.emplace_back("container_id", info.container.id);
+    if (!info.container.runtime.empty())
+      labels.emplace_back("container_runtime", info.container.runtime);
+    if (!info.container.pod_uid.empty())
+      labels.emplace_back("pod_uid", info.container.pod_uid);
+  }
   return labels;
 }
 

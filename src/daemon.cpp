@@ -30,6 +30,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
+#include "netlatd/cgroup.hpp"
 #include "netlatd/demo.hpp"
 #include "netlatd/errors.hpp"
 #include "netlatd/interface.hpp"
@@ -487,6 +488,10 @@ void Service::publish_metrics() {
     metrics_.reads_unnamed["ambiguous"] = counters[NETLATD_CNT_AMBIGUOUS_READS];
     metrics_.reads_unnamed["untracked"] = counters[NETLATD_CNT_UNTRACKED_READS];
     metrics_.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN];
+    if (!opts_.cgroups.empty()) {
+      metrics_.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE];
+      metrics_.cgroup_filtered["no_reader"] = counters[NETLATD_CNT_CGROUP_NO_READER];
+    }
     metrics_.tcp_bytes["read"] = counters[NETLATD_CNT_TCP_BYTES_READ];
     metrics_.tcp_bytes["skipped"] = counters[NETLATD_CNT_TCP_BYTES_SKIPPED];
     metrics_.tcp_bytes["reported"] += metrics_delta_.tcp_bytes();
@@ -538,6 +543,11 @@ void Service::end_interval(bool final) {
   r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
   r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
   r.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN] - prev_counters_[NETLATD_CNT_QUEUE_UNSEEN];
+  if (!opts_.cgroups.empty()) {
+    r.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE] - prev_counters_[NETLATD_CNT_CGROUP_OUTSIDE];
+    r.cgroup_filtered["no_reader"] =
+        counters[NETLATD_CNT_CGROUP_NO_READER] - prev_counters_[NETLATD_CNT_CGROUP_NO_READER];
+  }
   r.tcp_bytes_read = counters[NETLATD_CNT_TCP_BYTES_READ] - prev_counters_[NETLATD_CNT_TCP_BYTES_READ];
   r.tcp_bytes_skipped = counters[NETLATD_CNT_TCP_BYTES_SKIPPED] - prev_counters_[NETLATD_CNT_TCP_BYTES_SKIPPED];
   const auto misses = tracer_->hook_misses();
@@ -687,6 +697,12 @@ void Service::apply(Options next) {
                  fmt::join(breakdown_keys(next.by), ","), fmt::join(breakdown_keys(opts_.by), ","));
     next.by = opts_.by;
   }
+  if (next.cgroups != opts_.cgroups) {
+    // The kept cgroups are filled into the loaded programs' map at start.
+    spdlog::warn("reload: cgroups [{}] differ from the running [{}]; restart netlatd to apply them",
+                 fmt::join(next.cgroups, ","), fmt::join(opts_.cgroups, ","));
+    next.cgroups = opts_.cgroups;
+  }
   if (next.metrics_resolution != opts_.metrics_resolution) {
     changed.push_back(fmt::format("metrics_resolution {} -> {}", opts_.metrics_resolution, next.metrics_resolution));
     std::lock_guard lock(metrics_mu_);
@@ -783,6 +799,15 @@ void Service::apply(Options next) {
 }
 
 int Service::run() {
+  // A --cgroup naming no cgroup fails the start before anything is opened.
+  std::vector<std::string> cgroup_dirs;
+  for (const std::string &c : opts_.cgroups) {
+    try {
+      cgroup_dirs.push_back(cgroup_directory(c, cgroup2_root()).string());
+    } catch (const std::invalid_argument &e) {
+      throw Error(ExitCode::Usage, std::string("--cgroup: ") + e.what());
+    }
+  }
   // Bound before anything is attached: a busy port fails the start with
   // nothing to undo.
   metrics_server_ = start_metrics(opts_.metrics_listen);
@@ -794,6 +819,7 @@ int Service::run() {
   tcfg.ports = opts_.ports;
   tcfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
   tcfg.reader_cgroup = opts_.by.cgroup;
+  tcfg.cgroup_dirs = std::move(cgroup_dirs);
   tracer_ = std::make_unique<Tracer>(plan_, tcfg, [this](const netlatd_packet &p) { on_record(p); });
   tracer_->set_target(target_);
   const bool live = tracer_->wait_until_live(2000);

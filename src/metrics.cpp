@@ -169,6 +169,14 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   for (const auto &[why, n] : s.reads_unnamed)
     append_sample(out, "netlatd_reads_unnamed_total", {{"why", why}}, std::to_string(n));
 
+  if (!s.cgroup_filtered.empty()) {
+    append_header(out, "netlatd_cgroup_filtered_total", "counter",
+                  "Records --cgroup left out, by why: outside (read by a task in none of the cgroups), no_reader "
+                  "(which task read it is not known).");
+    for (const auto &[why, n] : s.cgroup_filtered)
+      append_sample(out, "netlatd_cgroup_filtered_total", {{"why", why}}, std::to_string(n));
+  }
+
   append_header(out, "netlatd_queue_stamp_missing_total", "counter",
                 "Records written without their socket-queue stamp: the queueing hook did not run for them.");
   append_sample(out, "netlatd_queue_stamp_missing_total", {}, std::to_string(s.queue_unseen));

@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "netlatd/abi.h"
+#include "netlatd/cgroup.hpp"
 #include "netlatd/errors.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/version.hpp"
@@ -26,6 +27,8 @@ constexpr uint64_t kSec = 1000 * kMs;
 constexpr size_t kMaxPorts = 16;
 constexpr double kMaxDurationS = 1e9;  // 31 years; 2^63 ns is 292
 const std::string kTooManyPorts = "at most " + std::to_string(kMaxPorts) + " ports can be watched at once";
+const std::string kTooManyCgroups =
+    "at most " + std::to_string(NETLATD_MAX_CGROUP_FILTERS) + " cgroups can be given with --cgroup";
 
 uint16_t checked_port(int64_t v, const std::string &where) {
   if (v < 1 || v > 65535)
@@ -195,6 +198,8 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "at least one --port is required (e.g. --port 5000)");
   if (o.ports.size() > kMaxPorts)
     throw Error(ExitCode::Usage, kTooManyPorts);
+  if (o.cgroups.size() > NETLATD_MAX_CGROUP_FILTERS)
+    throw Error(ExitCode::Usage, kTooManyCgroups);
   if (!(o.interval_s >= 0.1 && o.interval_s <= 86400))
     throw Error(ExitCode::Usage, "interval must be between 0.1 and 86400 seconds");
   if (o.outliers_max_per_sec == 0 && o.outliers_over_ns)
@@ -233,7 +238,7 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
                                               "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution",
-                                              "netns"};
+                                              "netns", "cgroups"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -350,6 +355,24 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
       throw fail(*n, std::string("by: ") + e.what());
     }
   }
+  if (const toml::node *n = tbl.get("cgroups"); n && !cli("cgroups")) {
+    const toml::array *arr = n->as_array();
+    if (!arr)
+      throw fail(*n, "cgroups must be an array of cgroup paths, e.g. [\"/system.slice/nginx.service\"]");
+    into.cgroups.clear();
+    for (const toml::node &e : *arr) {
+      if (!e.is_string())
+        throw fail(e, "cgroups must be an array of strings");
+      try {
+        into.cgroups.push_back(normalize_cgroup_arg(*e.value<std::string>(), cgroup2_root()));
+      } catch (const std::invalid_argument &err) {
+        throw fail(e, std::string("cgroups: ") + err.what());
+      }
+    }
+    sort_unique(into.cgroups);
+    if (into.cgroups.size() > NETLATD_MAX_CGROUP_FILTERS)
+      throw fail(*n, kTooManyCgroups);
+  }
   if (auto d = number_of("metrics_resolution"); d && !cli("metrics-resolution")) {
     if (*d != 1 && *d != 2 && *d != 4 && *d != 8)
       throw fail(*tbl.get("metrics_resolution"), "metrics_resolution must be 1, 2, 4 or 8 (buckets per power of two)");
@@ -380,7 +403,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.get_formatter()->column_width(34);
 
   std::vector<int64_t> ports;
-  std::vector<std::string> irq_lists;
+  std::vector<std::string> irq_lists, cgroups;
   std::string interval = "10", format = "json", outliers, by;
   app.add_option("-i,--iface", o.ifaces,
                  "Interface to trace (eth0, bond0, eth0.100); repeat for several; all; irq (those with IRQ lines)");
@@ -402,6 +425,9 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
                  "Prometheus buckets per power of two, 64 ns to 10.7 s: 1, 2, 4 (default) or 8");
   app.add_option("--by", by,
                  "Split the per-stage histograms by dport,proto (default), family, cgroup; or none");
+  app.add_option("--cgroup", cgroups,
+                 "Only packets read by tasks in this cgroup's subtree (e.g. /system.slice/nginx.service); repeat "
+                 "for several");
   app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 2)");
   app.add_option("--irq", irq_lists,
                  "The interface's receive IRQ lines (e.g. 24,25 or 24-31), instead of finding them");
@@ -434,9 +460,11 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
                            "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group", "by",
-                           "metrics-resolution", "netns"}) {
+                           "metrics-resolution", "netns", "cgroup"}) {
     if (app.count(std::string("--") + name) > 0)
-      set_on_cli.emplace_back(name == std::string("port") ? "ports" : name);
+      set_on_cli.emplace_back(name == std::string("port")     ? "ports"
+                              : name == std::string("cgroup") ? "cgroups"
+                                                              : name);
   }
   for (int64_t p : ports)
     o.ports.push_back(checked_port(p, ""));
@@ -457,6 +485,14 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
     }
   }
 
+  for (const std::string &c : cgroups) {
+    try {
+      o.cgroups.push_back(normalize_cgroup_arg(c, cgroup2_root()));
+    } catch (const std::invalid_argument &e) {
+      throw Error(ExitCode::Usage, std::string("--cgroup: ") + e.what());
+    }
+  }
+  sort_unique(o.cgroups);
   if (!by.empty()) {
     try {
       o.by = parse_breakdown(by);

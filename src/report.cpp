@@ -320,6 +320,12 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
     misses[hook] = n;
   j["hook_misses"] = std::move(misses);
   j["reader_unknown"] = agg.reader_unknown();
+  if (!r.cgroup_filtered.empty()) {
+    Json filtered = Json::object();
+    for (const auto &[why, n] : r.cgroup_filtered)
+      filtered[why] = n;
+    j["cgroup_filtered"] = std::move(filtered);
+  }
   if (r.napi)
     j["napi"] = {{"polls", r.napi->polls}, {"packets", r.napi->packets}, {"budget_exhausted", r.napi->budget_exhausted}};
   return dump(j);

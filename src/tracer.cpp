@@ -1,6 +1,7 @@
 #include "netlatd/tracer.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -220,6 +221,9 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   skel->rodata->targ_nports = static_cast<__u32>(config.ports.size());
   skel->rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
   skel->rodata->targ_reader_cgroup = config.reader_cgroup;
+  if (config.cgroup_dirs.size() > NETLATD_MAX_CGROUP_FILTERS)
+    throw Error(ExitCode::Usage, "--cgroup: at most " + std::to_string(NETLATD_MAX_CGROUP_FILTERS) + " cgroups");
+  skel->rodata->targ_ncgroup_filters = static_cast<__u32>(config.cgroup_dirs.size());
   skel->rodata->targ_udp_join = static_cast<__u32>(plan.udp_join);
   // fentry runs before the datagram is queued: its slot exists before any
   // read can take it.
@@ -263,6 +267,21 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     }
     throw Error(ExitCode::Unavailable,
                 "the kernel refused netlatd's BPF programs: " + errno_text(err) + (why.empty() ? "" : " (" + why + ")"));
+  }
+
+  // Before any program runs: the kept cgroups, each held by the map from
+  // its directory's descriptor.
+  for (__u32 i = 0; i < config.cgroup_dirs.size(); i++) {
+    const int dir = ::open(config.cgroup_dirs[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0)
+      throw Error(ExitCode::Usage, "--cgroup: cannot open " + config.cgroup_dirs[i] + ": " + errno_text(errno));
+    const __u32 value = static_cast<__u32>(dir);
+    const int err = bpf_map_update_elem(bpf_map__fd(skel->maps.cgroup_filter), &i, &value, BPF_ANY);
+    const int saved = errno;
+    ::close(dir);
+    if (err)
+      throw Error(ExitCode::Unavailable,
+                  "--cgroup: the kernel refused cgroup " + config.cgroup_dirs[i] + ": " + errno_text(saved));
   }
 
   for (bpf_program *p : chosen) {

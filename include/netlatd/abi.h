@@ -22,6 +22,8 @@
 /* netlatd_watch_key.vlan of the entry that says a device's NAPI polls count
  * (napi_poll has no packet, so no tag to look up by). */
 #define NETLATD_WATCH_NAPI 0xffff
+/* Cgroup subtrees one run may keep (--cgroup may repeat). */
+#define NETLATD_MAX_CGROUP_FILTERS 16
 
 /*
  * The instants of one packet's receive path. Each is CLOCK_MONOTONIC
@@ -191,6 +193,8 @@ enum netlatd_counter {
 	NETLATD_CNT_QUEUE_UNSEEN,      /* records without a socket-queue stamp: the queueing hook did not run for them */
 	NETLATD_CNT_TCP_BYTES_READ,    /* bytes TCP receive calls returned on watched sockets that had a tracked segment */
 	NETLATD_CNT_TCP_BYTES_SKIPPED, /* of those, bytes in gaps (NETLATD_DROP_TCP_GAP) a read resumed past: in no record */
+	NETLATD_CNT_CGROUP_OUTSIDE,    /* records not written (--cgroup): their reader is in none of the cgroups */
+	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
 	NETLATD_CNT_COUNT
 };
 

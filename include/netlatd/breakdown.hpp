@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <list>
 #include <map>
 #include <optional>
 #include <set>
@@ -14,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "netlatd/cgroup.hpp"
 #include "netlatd/histogram.hpp"
 #include "netlatd/stages.hpp"
 
@@ -80,20 +82,33 @@ private:
   std::set<uint64_t> named_;
 };
 
-// Names a cgroup id for people: its path under the cgroup2 mount
+// What a cgroup id is called: its path under the cgroup2 mount
 // ("/system.slice/nginx.service"), "unknown" for kNoCgroup, "other" for
-// kOtherCgroup, "cgroup-id:N" for a cgroup gone before it was looked up.
+// kOtherCgroup, "cgroup-id:N" for a cgroup gone before it was looked up; and
+// the container that path shows, if any.
+struct CgroupInfo {
+  std::string path;
+  ContainerRef container;
+};
+
+// Cgroup ids named for people, remembered: the kCgroupNamesMax most recently
+// used (a cgroup id is never reused, so a name never goes stale; one evicted
+// and gone since is named "cgroup-id:N" when it comes back).
+inline constexpr size_t kCgroupNamesMax = 4096;
 class CgroupNames {
 public:
   using Lookup = std::function<std::optional<std::string>(uint64_t)>;
-  // `lookup` for tests; by default, a walk of /sys/fs/cgroup matching the
-  // id against directory inode numbers (what a cgroup2 id is).
-  explicit CgroupNames(Lookup lookup = {});
-  const std::string &name(uint64_t id);
+  // `lookup` for tests; by default find_cgroup_path (netlatd/cgroup.hpp).
+  explicit CgroupNames(Lookup lookup = {}, size_t capacity = kCgroupNamesMax);
+  const CgroupInfo &info(uint64_t id);
+  const std::string &name(uint64_t id) { return info(id).path; }
+  size_t size() const { return known_.size(); }
 
 private:
   Lookup lookup_;
-  std::map<uint64_t, std::string> known_;
+  size_t capacity_;
+  std::list<uint64_t> recent_;  // most recently used first
+  std::map<uint64_t, std::pair<CgroupInfo, std::list<uint64_t>::iterator>> known_;
 };
 
 // The traced interfaces' names by their number (netlatd_packet.iface_id).
@@ -101,7 +116,8 @@ using IfaceNames = std::map<uint32_t, std::string>;
 
 // The label pairs of a series in the fixed key order, only the keys split
 // by: {{"dport","5000"},{"proto","udp"}}. An interface number without a
-// name reads "iface-id:N".
+// name reads "iface-id:N". `cgroup` comes with `container_id`,
+// `container_runtime` and `pod_uid` where its path shows them.
 std::vector<std::pair<std::string, std::string>> series_labels(const BreakdownSpec &spec, const SeriesKey &key,
                                                                CgroupNames &names, const IfaceNames *ifaces = nullptr);
 

@@ -61,6 +61,8 @@ struct MetricsSnapshot {
   // Reads whose datagram no record names, by why: "ambiguous", "untracked".
   std::map<std::string, uint64_t> reads_unnamed;
   uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
+  // --cgroup: records left out, "outside" / "no_reader"; empty without --cgroup.
+  std::map<std::string, uint64_t> cgroup_filtered;
   // TCP payload bytes: "read" by receive calls on watched sockets, "reported"
   // in records, "skipped" in gaps no record covers.
   std::map<std::string, uint64_t> tcp_bytes;

@@ -32,6 +32,9 @@ struct Options {
   std::string metrics_listen;  // "ADDR:PORT" (validated), empty = off; address defaults to 127.0.0.1
   unsigned metrics_resolution = 4;  // Prometheus `le` bounds per power of two: 1, 2, 4 or 8
   BreakdownSpec by;                 // --by: what the per-stage histograms are split by
+  // --cgroup: only packets read by tasks in these cgroup subtrees (paths under
+  // the cgroup2 mount, normalized, sorted, unique); empty = every reader.
+  std::vector<std::string> cgroups;
   uint32_t ringbuf_mb = 2;
   // --irq: the interface's receive IRQ lines, replacing their discovery
   // (sorted, unique); empty = discover them (see find_irq_lines).

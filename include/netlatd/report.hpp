@@ -107,6 +107,9 @@ struct IntervalReport {
   // running on that CPU: each may be a stamp missing from a record.
   std::map<std::string, uint64_t> hook_misses;
   std::optional<NapiStats> napi;  // absent without the napi_poll hook
+  // --cgroup: records left out this interval, "outside" and "no_reader";
+  // empty (and absent from the JSON) without --cgroup.
+  std::map<std::string, uint64_t> cgroup_filtered;
   bool final = false;  // the partial interval flushed at shutdown
 };
 

@@ -23,6 +23,9 @@ struct TracerConfig {
   std::vector<uint16_t> ports;
   uint32_t ringbuf_bytes = 4u << 20;
   bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
+  // --cgroup: directories of the cgroups whose readers' records are kept
+  // (at most NETLATD_MAX_CGROUP_FILTERS); empty = every reader.
+  std::vector<std::string> cgroup_dirs;
 };
 
 // A device whose packets count for a traced interface: the interface

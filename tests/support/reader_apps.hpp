@@ -46,6 +46,7 @@ public:
   bool finish(int timeout_ms);
   std::string output() const;
   ReaderLog log() const;
+  pid_t pid() const { return proc_->pid(); }
 
 private:
   std::filesystem::path dir_;

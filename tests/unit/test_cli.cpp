@@ -395,3 +395,43 @@ TEST_CASE("the netns option: a name, a pid or a path; irq cannot be found there"
   CHECK(e.err == "netlatd: error: --iface irq cannot be used with --netns: another namespace's IRQ lines are not "
                  "found; name the interfaces (and give --irq)\n");
 }
+
+TEST_CASE("option cgroup: repeatable, normalized, in the config file; errors exit 64 or 78", "[cli][config][cgroup]") {
+  CHECK(parse({"--iface", "lo", "--port", "1"}).options.cgroups.empty());
+  auto cl = parse({"--iface", "lo", "--port", "1", "--cgroup", "/system.slice/b.service/", "--cgroup",
+                   "/system.slice//a.service", "--cgroup", "/system.slice/b.service"});
+  CHECK(cl.options.cgroups == std::vector<std::string>{"/system.slice/a.service", "/system.slice/b.service"});
+
+  auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--cgroup", "system.slice"});
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: --cgroup: 'system.slice' is not absolute; give a cgroup path such as "
+                 "/system.slice/nginx.service\n");
+  e = run_netlatd({"--iface", "lo", "--port", "5000", "--cgroup", "/a/../b"});
+  CHECK(e.code == 64);
+  CHECK(lines(e.err) == 1);
+  std::vector<std::string> many{"--iface", "lo", "--port", "5000"};
+  for (int i = 0; i < 17; i++) {
+    many.push_back("--cgroup");
+    many.push_back("/c" + std::to_string(i));
+  }
+  e = run_netlatd(many);
+  CHECK(e.code == 64);
+  CHECK(e.err == "netlatd: error: at most 16 cgroups can be given with --cgroup\n");
+
+  TempFile good("iface = \"lo\"\nports = [5000]\ncgroups = [\"/kubepods.slice\", \"/system.slice/x.service\"]\n");
+  CHECK(parse({"--config", good.path.c_str()}).options.cgroups ==
+        std::vector<std::string>{"/kubepods.slice", "/system.slice/x.service"});
+  // The command line wins over the file.
+  CHECK(parse({"--config", good.path.c_str(), "--cgroup", "/y.slice"}).options.cgroups ==
+        std::vector<std::string>{"/y.slice"});
+  TempFile bad("iface = \"lo\"\nports = [5000]\ncgroups = [\"/ok\", \"relative\"]\n");
+  e = run_netlatd({"--config", bad.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + bad.path +
+                     ":3:19: cgroups: 'relative' is not absolute; give a cgroup path such as "
+                     "/system.slice/nginx.service\n");
+  TempFile notarray("iface = \"lo\"\nports = [5000]\ncgroups = \"/x\"\n");
+  e = run_netlatd({"--config", notarray.path});
+  CHECK(e.code == 78);
+  CHECK(lines(e.err) == 1);
+}
