@@ -117,6 +117,16 @@ static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
 	__u8 hdr[40 + sizeof(struct l4_ports_seq)];
 
 	p->flags = 0;
+	/* A VLAN tag still in the frame (VID 0, priority-tagged, or a device
+	 * without VLAN offload): the stack strips it after this hook. The tag's
+	 * second half is the packet's own type. */
+	if (proto == 0x8100 || proto == 0x88A8) {
+		__be16 inner;
+		if (bpf_probe_read_kernel(&inner, sizeof(inner), data + 2))
+			return false;
+		proto = bpf_ntohs(inner);
+		data += 4;
+	}
 	if (proto == ETH_P_IP) {
 		if (bpf_probe_read_kernel(hdr, 20 + sizeof(p->l4), data))
 			return false;
@@ -160,6 +170,12 @@ static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
 		p->flags |= NETLATD_PKT_TCP;
 	} else if (p->l4proto == IPPROTO_UDP) {
 		p->payload = l3len > l4off + 8 ? l3len - l4off - 8 : 0;
+		/* UDP's own length, where it is shorter: the kernel trims the
+		 * bytes after it and delivers the datagram it says (a longer one
+		 * it drops). The second half of the `seq` word is the checksum. */
+		__u32 ulen = bpf_ntohl(p->l4.seq) >> 16;
+		if (ulen >= 8 && ulen - 8 < p->payload)
+			p->payload = ulen - 8;
 	} else {
 		return false;
 	}
