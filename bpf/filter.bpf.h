@@ -149,12 +149,26 @@ static __always_inline bool parse_headers(struct sk_buff *skb, struct parsed *p)
 	} else if (proto == ETH_P_IPV6) {
 		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
 			return false;
-		/* Extension headers are not walked: such packets are not tracked. */
 		p->l4proto = hdr[6];
 		l4off = 40;
 		l3len = 40 + (__u32)((__u16)hdr[4] << 8 | hdr[5]);
 		p->flags |= NETLATD_PKT_IPV6;
 		__builtin_memcpy(&p->l4, hdr + 40, sizeof(p->l4));
+		/* Hop-by-hop, routing and destination options headers (up to
+		 * four) are stepped over; a fragment header is not (its packet
+		 * is left out, like IPv4's fragments), nor anything else. */
+		for (int i = 0; i < 4; i++) {
+			if (p->l4proto != 0 && p->l4proto != 43 && p->l4proto != 60)
+				break;
+			__u8 ext[2];
+			if (l4off > 0x7ff || bpf_probe_read_kernel(ext, sizeof(ext), data + (l4off & 0x7ff)))
+				return false;
+			p->l4proto = ext[0];
+			l4off += ((__u32)ext[1] + 1) * 8;
+		}
+		if (l4off > 0x7ff ||
+		    (l4off != 40 && bpf_probe_read_kernel(&p->l4, sizeof(p->l4), data + (l4off & 0x7ff))))
+			return false;
 		__u32 a[8];
 		__builtin_memcpy(a, hdr + 8, sizeof(a));
 		p->saddr = fold6(a);
