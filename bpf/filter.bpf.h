@@ -114,6 +114,8 @@ static __always_inline bool parse_headers(unsigned char *data, __u16 proto, stru
 	__u8 hdr[40 + sizeof(struct l4_ports_seq)];
 
 	p->flags = 0;
+	/* A VLAN tag still in the frame was stepped over by the caller
+	 * (on_netif_receive_skb), which needs its id to find the device. */
 	if (proto == ETH_P_IP) {
 		if (bpf_probe_read_kernel(hdr, 20 + sizeof(p->l4), data))
 			return false;
@@ -136,12 +138,26 @@ static __always_inline bool parse_headers(unsigned char *data, __u16 proto, stru
 	} else if (proto == ETH_P_IPV6) {
 		if (bpf_probe_read_kernel(hdr, sizeof(hdr), data))
 			return false;
-		/* Extension headers are not walked: such packets are not tracked. */
 		p->l4proto = hdr[6];
 		l4off = 40;
 		l3len = 40 + (__u32)((__u16)hdr[4] << 8 | hdr[5]);
 		p->flags |= NETLATD_PKT_IPV6;
 		__builtin_memcpy(&p->l4, hdr + 40, sizeof(p->l4));
+		/* Hop-by-hop, routing and destination options headers (up to
+		 * four) are stepped over; a fragment header is not (its packet
+		 * is left out, like IPv4's fragments), nor anything else. */
+		for (int i = 0; i < 4; i++) {
+			if (p->l4proto != 0 && p->l4proto != 43 && p->l4proto != 60)
+				break;
+			__u8 ext[2];
+			if (l4off > 0x7ff || bpf_probe_read_kernel(ext, sizeof(ext), data + (l4off & 0x7ff)))
+				return false;
+			p->l4proto = ext[0];
+			l4off += ((__u32)ext[1] + 1) * 8;
+		}
+		if (l4off > 0x7ff ||
+		    (l4off != 40 && bpf_probe_read_kernel(&p->l4, sizeof(p->l4), data + (l4off & 0x7ff))))
+			return false;
 		__u32 a[8];
 		__builtin_memcpy(a, hdr + 8, sizeof(a));
 		p->saddr = fold6(a);
@@ -157,6 +173,12 @@ static __always_inline bool parse_headers(unsigned char *data, __u16 proto, stru
 		p->flags |= NETLATD_PKT_TCP;
 	} else if (p->l4proto == IPPROTO_UDP) {
 		p->payload = l3len > l4off + 8 ? l3len - l4off - 8 : 0;
+		/* UDP's own length, where it is shorter: the kernel trims the
+		 * bytes after it and delivers the datagram it says (a longer one
+		 * it drops). The second half of the `seq` word is the checksum. */
+		__u32 ulen = bpf_ntohl(p->l4.seq) >> 16;
+		if (ulen >= 8 && ulen - 8 < p->payload)
+			p->payload = ulen - 8;
 	} else {
 		return false;
 	}
@@ -274,8 +296,10 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	__u16 proto = bpf_ntohs(skb->protocol);
 	__u16 vlan = skb_vlan_id(skb);
 	if (!vlan && proto == ETH_P_8021Q_NR) {
-		/* A tag the device left in the frame (no VLAN offload): the
-		 * kernel strips it after this point. */
+		/* A tag the device left in the frame (no VLAN offload, or a
+		 * priority tag, VID 0): the kernel strips it after this point.
+		 * An 802.1ad (0x88A8) outer tag is not stepped over: such a
+		 * packet is left out rather than taken for the device's own. */
 		__be16 tag[2];
 		if (bpf_probe_read_kernel(tag, sizeof(tag), data))
 			return 0;

@@ -66,7 +66,7 @@ base=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev libtomlplusplus-dev
   libsystemd-dev libyaml-cpp-dev
   iproute2 procps python3 util-linux kmod systemd dpkg-dev file
-  iperf3
+  iperf3 ethtool
 )
 backports=(libbpf-dev bpftool catch2)
 extra=()

@@ -31,7 +31,8 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   run.sent = std::move(sent.sent);
   run.totals = stop_netlatd(nl->proc());
   run.log = reader.log();
-  REQUIRE(run.log.reads.size() == spec.expect_reads);
+  if (spec.reads_known)
+    REQUIRE(run.log.reads.size() == spec.expect_reads);
 
   std::vector<nlohmann::json> ours;
   for (const nlohmann::json &j : run.totals.outliers)

@@ -22,6 +22,7 @@ struct ReaderRunSpec {
   std::string sender_mode;
   std::vector<std::string> sender_args;  // --port is added
   size_t expect_reads = 0;               // what the reader must have read
+  bool reads_known = true;               // false: a TCP stream, reads as they come
   int family = 4;                        // of the warm-up datagram
   std::string to;                        // the reader's address, for the warm-up
 };

@@ -17,6 +17,9 @@
  *       logged: it consumes nothing). [--trunc-to B] (recv, recvfrom,
  *       recvmsg): a buffer of B bytes and MSG_TRUNC, so the call returns the
  *       datagram's whole length while copying B bytes; logged with that length.
+ *       A zero-length datagram is logged (len 0, id -1) where the call gives
+ *       the sender's address (recvfrom, recvmsg); with recv or read it cannot
+ *       be told from the shutdown.
  *   nlreaders udp-churn --port P --peer ADDR --peer-port Q --rounds R
  *                 --per-round K
  *       R times: a new socket bound to P, a ready datagram to the peer, K

@@ -37,8 +37,9 @@ static struct udp_bufs *udp_bufs_new(void)
 /*
  * One receive call of the configured kind. Returns the datagrams it
  * returned (each logged with the call's bounds), 0 at end of stream (the
- * socket shut down), or -1 with errno. A zero-length datagram is never
- * sent, so it can only be the shutdown.
+ * socket shut down), or -1 with errno. A call that returns 0 returned a
+ * zero-length datagram if it gave the sender's address (recvfrom, recvmsg),
+ * else the shutdown.
  */
 static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 {
@@ -81,6 +82,10 @@ static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 		break;
 	}
 	uint64_t after = nl_mono_ns();
+	if (n == 0 && (cfg.call == NLR_RECVFROM || cfg.call == NLR_RECVMSG) && b->from[0].ss_family) {
+		nlr_log_read(w, 0, nl_sockaddr_port(&b->from[0]), -1, before, after);
+		return 1;
+	}
 	if (n <= 0)
 		return (int)n;
 	if (cfg.call != NLR_RECVMMSG)

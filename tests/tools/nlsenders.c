@@ -11,6 +11,24 @@
  *       G us. distinct: datagram i is N+i bytes long (one socket a thread).
  *       equal: all are L bytes and datagram i comes from its own socket bound
  *       to source port Q+i, so (source port) names it.
+ *       [--ip-options]: every datagram carries IP options (IPv4: NOP,
+ *       record-route, timestamp) or IPv6 extension headers (hop-by-hop and
+ *       destination options). [--empty-every E]: before every E-th datagram,
+ *       a zero-length one on the same socket (not logged: it has no id).
+ *   nlsenders udp-raw --to ADDR --port P --from SRC --dev IF --mac MAC
+ *                 [--bursts N] [--base-len L] [--sport-base Q] [--gap-us G]
+ *       IPv4 only, crafted frames on IF (AF_PACKET) to MAC: N good datagrams
+ *       from SRC:Q, datagram i L+i bytes long, each followed by an odd one
+ *       whose kind cycles: a bad UDP checksum (long, so checked at the read),
+ *       a bad checksum on a short one (checked on arrival), a UDP length
+ *       beyond the IP payload, an IP total length beyond the frame (both
+ *       dropped on arrival), and a UDP length short of the IP payload (the
+ *       kernel trims the trailing bytes and delivers it: logged, id N+i, of
+ *       the UDP length). The dropped ones are never logged. [--odd-kinds
+ *       DIGITS]: only these kinds, in this order (0..4 as listed; default
+ *       01234); the trimmed ones are still every 5th. [--vlan VID]:
+ *       instead, only the good datagrams, each in a frame with an 802.1Q tag
+ *       (VID 0: priority-tagged, which a receiver with no VLAN device takes).
  *   nlsenders udp-churn --to ADDR --port P --listen-port Q --rounds R
  *                 --per-round K [--base-len N] [--len-span M]
  *       R times: wait for the reader's ready datagram at port Q, then send K
@@ -53,7 +71,8 @@ static atomic_long sent_count;
 
 static const char *const known_opts[] = {
 	"to", "port", "threads", "bursts", "burst-size", "lengths", "len", "base-len", "sport-base", "gap-us",
-	"listen-port", "rounds", "per-round", "len-span", "conns", "requests", "size", "gap-ms", "netns", "log", "duration-ms", "max-sends", NULL};
+	"listen-port", "rounds", "per-round", "len-span", "conns", "requests", "size", "gap-ms", "netns", "log",
+	"duration-ms", "max-sends", "ip-options", "empty-every", "from", "dev", "mac", "vlan", "odd-kinds", NULL};
 
 static void configure(int argc, char **argv)
 {
@@ -80,8 +99,15 @@ static void configure(int argc, char **argv)
 	scfg.log = nl_opt_str(o, n, "log", NULL);
 	scfg.duration_ms = nl_opt_long(o, n, "duration-ms", 1000);
 	scfg.max_sends = nl_opt_long(o, n, "max-sends", 4000000);
+	scfg.ip_options = nl_opt_flag(o, n, "ip-options");
+	scfg.empty_every = nl_opt_long(o, n, "empty-every", 0);
+	scfg.from = nl_opt_str(o, n, "from", "");
+	scfg.dev = nl_opt_str(o, n, "dev", "");
+	scfg.mac = nl_opt_str(o, n, "mac", "");
+	scfg.vlan = nl_opt_long(o, n, "vlan", -1);
+	scfg.odd_kinds = nl_opt_str(o, n, "odd-kinds", "01234");
 	if (!*scfg.to || scfg.port <= 0 || scfg.port > 65535 || scfg.threads < 1 || scfg.threads > 64 ||
-	    scfg.base_len < NL_HDR_LEN || scfg.len < NL_HDR_LEN || scfg.size < NL_HDR_LEN || scfg.len_span < 1)
+	    scfg.base_len < NL_HDR_LEN || scfg.len < NL_HDR_LEN || scfg.size < NL_HDR_LEN || scfg.len_span < 1 || scfg.empty_every < 0)
 		nl_usage("nlsenders", "--to ADDR --port 1..65535, --threads 1..64, lengths >= 12");
 	const char *ns = nl_opt_str(o, n, "netns", NULL);
 	if (ns)
@@ -134,7 +160,7 @@ static void write_log(void)
 int main(int argc, char **argv)
 {
 	if (argc < 2)
-		nl_usage("nlsenders", "nlsenders udp|udp-flood|udp-churn|tcp-conns|tcp-rpc --to ADDR --port P ...");
+		nl_usage("nlsenders", "nlsenders udp|udp-flood|udp-churn|udp-raw|tcp-conns|tcp-rpc --to ADDR --port P ...");
 	const char *mode = argv[1];
 	configure(argc - 2, argv + 2);
 	signal(SIGPIPE, SIG_IGN);
@@ -145,12 +171,14 @@ int main(int argc, char **argv)
 		ok = nls_run_udp_flood();
 	else if (!strcmp(mode, "udp-churn"))
 		ok = nls_run_udp_churn();
+	else if (!strcmp(mode, "udp-raw"))
+		ok = nls_run_udp_raw();
 	else if (!strcmp(mode, "tcp-conns"))
 		ok = nls_run_tcp_conns();
 	else if (!strcmp(mode, "tcp-rpc"))
 		ok = nls_run_tcp_rpc();
 	else
-		nl_usage("nlsenders", "mode is udp, udp-flood, udp-churn, tcp-conns or tcp-rpc");
+		nl_usage("nlsenders", "mode is udp, udp-flood, udp-churn, udp-raw, tcp-conns or tcp-rpc");
 	if (scfg.log)
 		write_log();
 	printf("nlsenders: result sent=%ld ok=%d\n", atomic_load(&sent_count), ok);

@@ -10,9 +10,10 @@
 #include "nltool.h"
 
 struct nls_config {
-	const char *to, *log;
+	const char *to, *log, *from, *dev, *mac, *odd_kinds;
 	int port, threads, sport_base, listen_port;
-	bool equal;
+	bool equal, ip_options;
+	long empty_every, vlan;
 	long bursts, burst_size, len, base_len, len_span, gap_us, rounds, per_round, conns, requests, size, gap_ms;
 	long log_capacity;
 	long duration_ms, max_sends;
@@ -36,6 +37,7 @@ char *nls_message(long len, uint32_t id);
 int nls_run_udp(void);
 int nls_run_udp_flood(void);
 int nls_run_udp_churn(void);
+int nls_run_udp_raw(void);
 int nls_run_tcp_conns(void);
 int nls_run_tcp_rpc(void);
 

@@ -3,6 +3,7 @@
  * nlreaders' socket churn. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,27 @@ static struct sockaddr_storage dest;
 static socklen_t dest_len;
 static atomic_int send_failed;
 
+/* IPv4: NOP, record-route with 3 slots, timestamp with 2 (28 bytes, a
+ * 48-byte header). IPv6: a hop-by-hop and a destination options header,
+ * each 8 bytes of PadN. The receiver's stack must walk past them. */
+static void set_ip_options(int fd)
+{
+	if (dest.ss_family == AF_INET) {
+		unsigned char opt[28] = {1, 7, 15, 4};
+		opt[16] = 68;
+		opt[17] = 12;
+		opt[18] = 5;
+		if (setsockopt(fd, IPPROTO_IP, IP_OPTIONS, opt, sizeof(opt)) != 0)
+			nl_die("setsockopt(IP_OPTIONS)");
+		return;
+	}
+	unsigned char ext[8] = {0, 0, 1, 4, 0, 0, 0, 0};
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_HOPOPTS, ext, sizeof(ext)) != 0)
+		nl_die("setsockopt(IPV6_HOPOPTS)");
+	if (setsockopt(fd, IPPROTO_IPV6, IPV6_DSTOPTS, ext, sizeof(ext)) != 0)
+		nl_die("setsockopt(IPV6_DSTOPTS)");
+}
+
 static int udp_socket(int sport)
 {
 	int fd = socket(dest.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
@@ -28,6 +50,8 @@ static int udp_socket(int sport)
 		if (bind(fd, (struct sockaddr *)&ss, len) != 0)
 			nl_die("bind(source port)");
 	}
+	if (scfg.ip_options)
+		set_ip_options(fd);
 	return fd;
 }
 
@@ -58,6 +82,9 @@ static void *burst_sender(void *arg)
 		pthread_barrier_wait(&burst_start);
 		for (long j = 0; j < count; j++) {
 			long id = id0 + j;
+			if (scfg.empty_every && id % scfg.empty_every == 0 &&
+			    sendto(scfg.equal ? fds[j] : shared, "", 0, 0, (struct sockaddr *)&dest, dest_len) != 0)
+				atomic_store(&send_failed, 1);
 			send_one(scfg.equal ? fds[j] : shared, (uint32_t)id, scfg.equal ? scfg.len : scfg.base_len + id);
 		}
 		for (long j = 0; j < count && scfg.equal; j++)
