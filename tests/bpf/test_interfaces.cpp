@@ -66,10 +66,21 @@ Run stop(Process &p) {
 }
 
 void check_every_stage(const Run &r, uint64_t n) {
+  // A read that found its datagram already queued (the reader busy with the
+  // one before, as under load) has no read start on a kernel without fentry:
+  // its sock_queue and oncpu are left out, never guessed (as in the
+  // pipeline tests). Every other stage is exact.
   for (const char *s : kStages) {
     INFO(s);
-    CHECK(r.totals.stage_count.at(s) == n);
+    const std::string name(s);
+    if (name == "sock_queue" || name == "oncpu") {
+      CHECK(r.totals.stage_count.at(s) <= n);
+      CHECK(r.totals.stage_count.at(s) >= n * 9 / 10);
+    } else {
+      CHECK(r.totals.stage_count.at(s) == n);
+    }
   }
+  CHECK(r.totals.stage_count.at("sock_queue") == r.totals.stage_count.at("oncpu"));
   CHECK(r.totals.all_drops() == 0);
   CHECK(r.totals.reader_unknown == 0);
 }
