@@ -118,7 +118,7 @@ struct cpu_state {
 	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
-	__u64 scratch;       /* ptr_value's round trip through memory */
+	__u64 scratch;       /* ptr_value's and opaque_value's round trip through memory */
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 out_ambiguous[UDP_OUT_MAX];
 };
@@ -150,6 +150,18 @@ static __always_inline __u64 ptr_value(const void *p)
 		return v;
 	}
 	*(const void *volatile *)&cs->scratch = p;
+	return *(volatile __u64 *)&cs->scratch;
+}
+
+/* `v` as a number the verifier knows nothing of (what it loads from a map
+ * value): where a value known on one path and unknown on another would fork
+ * its walk of everything after. */
+static __always_inline __u64 opaque_value(__u64 v)
+{
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return v;
+	*(volatile __u64 *)&cs->scratch = v;
 	return *(volatile __u64 *)&cs->scratch;
 }
 
