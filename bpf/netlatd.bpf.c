@@ -102,7 +102,7 @@ static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_
 
 
 static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, const struct read_view *v,
-					struct reader_state *rs)
+					struct reader_state *rs, bool typed)
 {
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
@@ -136,7 +136,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		 * that a read could hold (udp_read.bpf.h resync_slots). */
 		if (!st) {
 			st = udp_state_create(sk);
-			if (st && !targ_push_before_queue && !producers_quiet(sk)) {
+			if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
 				bpf_spin_lock(&st->lock);
 				st->owed++;
 				st->owed_unsure = 1;
@@ -152,7 +152,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	}
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (!in.consumed) {
-		in.head = queue_head(sk);
+		in.head = queue_head(sk, typed);
 		/* Where the kernel says when a producer is mid-batch, it alone
 		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
 		 * a timing assumption, which a vCPU stalled by its host breaks.
@@ -160,7 +160,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		if (targ_push_before_queue) {
 			in.quiet = true;
 		} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
-			in.quiet = producers_quiet(sk);
+			in.quiet = producers_quiet(sk, typed);
 		} else {
 			int pidx = port_index(sk->__sk_common.skc_num);
 			in.sole = pidx >= 0 && sole_producer(pidx, v->now);
@@ -204,7 +204,8 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb)
 	return 0;
 }
 
-static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
+/* `typed`: see producers_quiet (udp_read.bpf.h). */
+static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, bool typed)
 {
 	ARM(ARMED_RECV_RETURN);
 	/* Every receive call on the host passes here: sockets on other ports
@@ -216,7 +217,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags)
 		struct read_view v;
 		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
 		if (sk->sk_protocol == IPPROTO_UDP)
-			on_udp_read(sk, ret, flags, &v, rs);
+			on_udp_read(sk, ret, flags, &v, rs, typed);
 		else if (sk->sk_protocol == IPPROTO_TCP)
 			on_tcp_read(sk, ret, rs, &v);
 	}
@@ -295,10 +296,10 @@ SEC("tp_btf/tcp_rcv_space_adjust")
 int BPF_PROG(tcp_copied_btf, struct sock *sk) { return on_tcp_copied(sk); }
 
 SEC("tp_btf/sock_recv_length")
-int BPF_PROG(recv_ret_btf, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags); }
+int BPF_PROG(recv_ret_btf, struct sock *sk, int ret, int flags) { return on_recv_return(sk, ret, flags, true); }
 
 SEC("fexit/sock_recvmsg")
 int BPF_PROG(recv_ret_fexit, struct socket *sock, struct msghdr *msg, int flags, int ret)
 {
-	return on_recv_return(sock->sk, ret, flags);
+	return on_recv_return(sock->sk, ret, flags, false);
 }

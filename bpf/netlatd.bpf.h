@@ -62,16 +62,7 @@ static __always_inline __u32 before(__u64 now, __u64 then)
 /* The low 32 bits of a kernel pointer as a plain number. The verifier keeps
  * a pointer's type through C casts and refuses shifts or multiplies on it;
  * a 32-bit move is how it lets a program loaded with CAP_PERFMON turn one
- * into a number. */
-/* A whole kernel pointer as a plain number, for arithmetic (not a helper-free
- * path: it reads its own copy back through a helper). */
-static __always_inline __u64 ptr_value(const void *p)
-{
-	__u64 v = 0;
-	bpf_probe_read_kernel(&v, sizeof(v), &p);
-	return v;
-}
-
+ * into a number. (A whole pointer: ptr_value in maps.bpf.h.) */
 static __always_inline __u32 ptr_low32(__u64 p)
 {
 	__u32 lo = (__u32)p;

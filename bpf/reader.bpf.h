@@ -94,11 +94,12 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 		return 0;
 	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
 	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
+	__u64 task = ptr_value(p);
 	for (int i = 0; i < 4; i++) {
 		if (!node || node == head)
 			return 0;
 		struct wait_queue_entry *we = (void *)node - off;
-		if ((__u64)BPF_CORE_READ(we, private) == ptr_value(p)) {
+		if ((__u64)BPF_CORE_READ(we, private) == task) {
 			__u64 fn = (__u64)BPF_CORE_READ(we, func);
 			struct reader_state *rs = reader_of(p, true);
 			if (!rs)

@@ -97,7 +97,7 @@ static __always_inline struct sk_buff *oldest_queued(struct sk_buff_head *rq, st
  * data-ready call, the oldest not moved yet. A call that finds another CPU
  * moved it first tries again, or a datagram would be left without a call. */
 static __always_inline void push_named(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
-				       struct sk_buff_head *readq, bool sole, struct push_counts *pc)
+				       struct sk_buff_head *readq, bool sole, struct push_counts *pc, __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
 	for (int attempt = 0; attempt < 3; attempt++) {
@@ -107,6 +107,7 @@ static __always_inline void push_named(struct sock *sk, struct udp_sock_state *s
 		/* After the walk: another CPU may have received what it found
 		 * after this call began. */
 		__u64 now = bpf_ktime_get_ns();
+		*now_out = now;
 		if (!lock_with_big(sk, st, &big))
 			return;
 		bool moved = push_tracked(st, big, (__u64)skb, now, pc);
@@ -212,7 +213,7 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
  * none is left, a placeholder for the datagram a read took before any call
  * could see it. */
 static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
-					  struct sk_buff_head *readq, struct push_counts *pc)
+					  struct sk_buff_head *readq, struct push_counts *pc, __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
 	if (slots_full_counted(sk, st, &big, rq, pc))
@@ -223,6 +224,7 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		/* + 2: the steps over each queue's start */
 		bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
 		__u64 now = bpf_ktime_get_ns();
+		*now_out = now;
 		if (!lock_with_big(sk, st, &big))
 			return;
 		bool made = true;
@@ -272,6 +274,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	struct sk_buff_head *readq = &up->reader_queue;
 	struct push_counts pc = {};
 	struct udp_sock_state *st;
+	__u64 now = 0; /* the clock read of the push, reused for the wake hint */
 	if (targ_udp_join == UDP_JOIN_CONSUME) {
 		/* Untracked datagrams do not matter here: leave sockets that
 		 * have nothing tracked to move alone. */
@@ -280,16 +283,17 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 		st = udp_state_create(sk);
 		if (!st)
 			return 0;
-		push_named(sk, st, rq, readq, sole_producer(pidx, bpf_ktime_get_ns()), &pc);
+		push_named(sk, st, rq, readq, sole_producer(pidx, bpf_ktime_get_ns()), &pc, &now);
 	} else {
 		st = udp_state_create(sk);
 		if (!st)
 			return 0;
-		push_mirrored(sk, st, rq, readq, &pc);
+		push_mirrored(sk, st, rq, readq, &pc, &now);
 	}
 	count_push(&pc);
+	/* Something pushed: the push read the clock. */
 	if (pc.pushed)
-		leave_wake_hint(sk, bpf_ktime_get_ns());
+		leave_wake_hint(sk, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
 

@@ -44,20 +44,36 @@ static long quiet_step(__u32 i, struct quiet_look *l)
 
 /* No producer is between queueing datagrams on `sk` and pushing them: every
  * datagram a read can have taken has its slot. A producer mid-batch is waited
- * for a moment (its batch takes a few microseconds). */
-static __always_inline bool producers_quiet(struct sock *sk)
+ * for a moment (its batch takes a few microseconds).
+ *
+ * `typed`: the caller runs where bpf_core_cast exists (a program only kernels
+ * of 6.3 or later load; the kfunc came in 6.2). Its first look, on one NUMA
+ * node, is then two plain loads instead of two bpf_probe_read_kernel calls
+ * and a bpf_loop; the loop only runs while a producer is mid-batch. A
+ * compile-time constant: the 6.1 variant must not contain the kfunc call.
+ * The answer leaves as a number the verifier does not know (opaque_value): a
+ * known true from the first look and an unknown one from the loop would be
+ * two states through all of the read's decision, which the verifier's
+ * instruction budget cannot afford. */
+static __always_inline bool producers_quiet(struct sock *sk, bool typed)
 {
 	if (targ_udp_join != UDP_JOIN_ORDER_PRODQ || !bpf_core_field_exists(struct udp_sock___nl, udp_prod_queue))
 		return false;
 	if (targ_numa_nodes > 4)
 		return false; /* more producer queues than a look covers */
-	struct udp_sock___nl *u = (void *)sk;
-	struct quiet_look l = {.pq = (char *)BPF_CORE_READ(u, udp_prod_queue),
-			       .stride = bpf_core_type_size(struct udp_prod_queue___nl)};
-	if (!l.pq)
-		return false;
-	bpf_loop(QUIET_SPINS, quiet_step, &l, 0);
-	return l.quiet;
+	struct quiet_look l = {.stride = bpf_core_type_size(struct udp_prod_queue___nl)};
+	if (typed && targ_numa_nodes == 1) {
+		struct udp_sock___nl *tu = bpf_core_cast(sk, struct udp_sock___nl);
+		struct udp_prod_queue___nl *q = tu->udp_prod_queue;
+		l.quiet = q && !q->rmem_alloc.counter;
+	}
+	if (!l.quiet) {
+		struct udp_sock___nl *u = (void *)sk;
+		l.pq = (char *)BPF_CORE_READ(u, udp_prod_queue);
+		if (l.pq)
+			bpf_loop(QUIET_SPINS, quiet_step, &l, 0);
+	}
+	return opaque_value(l.quiet);
 }
 
 /* The read's buffer size from its syscall's arguments (x86-64), 0 when
@@ -165,8 +181,18 @@ struct head_pos {
  * slot (docs/JOIN.md). Two loads of lists the kernel changes without our
  * lock: a splice between them reads as empty, which only widens what the
  * read may have taken, never narrows it. */
-static __always_inline __u64 queue_head(struct sock *sk)
+static __always_inline __u64 queue_head(struct sock *sk, bool typed)
 {
+	if (typed) {
+		/* bpf_core_cast: plain loads past struct sock (see producers_quiet). */
+		struct udp_sock *tu = bpf_core_cast(sk, struct udp_sock);
+		struct sk_buff *first = tu->reader_queue.next;
+		if ((void *)first == (void *)&tu->reader_queue)
+			first = sk->sk_receive_queue.next;
+		if ((void *)first == (void *)&sk->sk_receive_queue)
+			first = NULL;
+		return ptr_value(first); /* one unknown number, whichever way it went */
+	}
 	struct udp_sock *up = (struct udp_sock *)sk;
 	/* BPF_CORE_READ: reader_queue lies past struct sock, where a typed
 	 * load cannot reach without bpf_core_cast (6.2+); this runs on 6.1. */
