@@ -1,16 +1,10 @@
 #include "netlatd/daemon.hpp"
 
-#include <linux/capability.h>
-#include <fcntl.h>
-#include <linux/nsfs.h>
 #include <sched.h>
-#include <sys/ioctl.h>
 #include <net/if.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,9 +27,11 @@
 #include "netlatd/cgroup.hpp"
 #include "netlatd/demo.hpp"
 #include "netlatd/errors.hpp"
+#include "netlatd/fd.hpp"
 #include "netlatd/interface.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/notify.hpp"
+#include "netlatd/reload.hpp"
 #include "netlatd/sink.hpp"
 #include "netlatd/tracer.hpp"
 #include "netlatd/version.hpp"
@@ -89,47 +85,6 @@ int make_signalfd() {
   return fd;
 }
 
-class Fd {
-public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0)
-      close(fd_);
-  }
-  Fd(const Fd &) = delete;
-  Fd &operator=(const Fd &) = delete;
-  int get() const { return fd_; }
-
-private:
-  int fd_;
-};
-
-// --netns opened (-1 when not given). Throws Error(NoInterface) when there
-// is no such namespace.
-int open_netns(const std::string &spec) {
-  if (spec.empty())
-    return -1;
-  const std::string path = netns_path(spec);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw Error(ExitCode::NoInterface,
-                "no network namespace '" + spec + "' (" + path + ": " + std::strerror(errno) + ")");
-  // The kernel says what namespace a file is (4.11+); a regular file or
-  // another kind of namespace is refused here, not at setns().
-  if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
-    close(fd);
-    throw Error(ExitCode::NoInterface, "'" + path + "' is not a network namespace");
-  }
-  return fd;
-}
-
-uint32_t netns_inode(int fd) {
-  if (fd < 0)
-    return current_netns_inode();
-  struct stat st {};
-  return fstat(fd, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
-}
-
 // Outlier lines are rate-limited with a token bucket refilled each second.
 class RateLimit {
 public:
@@ -152,124 +107,6 @@ private:
 };
 
 }  // namespace
-
-void require_privileges() {
-  // The effective set, not the uid: root in a container or under a unit's
-  // CapabilityBoundingSet may lack them, and a user with them is enough.
-#ifndef CAP_BPF
-#define CAP_BPF 39
-#endif
-#ifndef CAP_PERFMON
-#define CAP_PERFMON 38
-#endif
-  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
-  __user_cap_data_struct data[2] = {};
-  std::string lacking = "its capabilities cannot be read";
-  if (syscall(SYS_capget, &hdr, data) == 0) {
-    auto has = [&](int cap) { return (data[cap / 32].effective >> (cap % 32)) & 1u; };
-    if ((has(CAP_BPF) && has(CAP_PERFMON)) || has(CAP_SYS_ADMIN))
-      return;
-    lacking = std::string("it lacks ") + (has(CAP_BPF) ? "" : "CAP_BPF") +
-              (!has(CAP_BPF) && !has(CAP_PERFMON) ? " and " : "") + (has(CAP_PERFMON) ? "" : "CAP_PERFMON");
-  }
-  throw Error(ExitCode::NoPermission,
-              "must run as root or with CAP_BPF and CAP_PERFMON (CAP_SYS_ADMIN before 5.8): " + lacking);
-}
-
-void log_irq_lines(const InterfaceInfo &iface) {
-  for (const std::string &line : describe_irq_lines(iface.irq_lines))
-    spdlog::info("{}: {}", iface.name, line);
-}
-
-void fill_stage_hooks(ReportHeader &h, const HookPlan &plan, size_t irq_lines) {
-  for (Stage s : kAllStages) {
-    auto &sh = h.stages[static_cast<size_t>(s)];
-    StageHookLabels l = stage_hooks(plan, s);
-    sh.start_hook = l.start;
-    sh.end_hook = l.end;
-    sh.applicable = !l.start.empty() && !l.end.empty();
-    if (!sh.applicable)
-      sh.why_not = "no usable hook on this kernel";
-    if (s == Stage::Irq && sh.applicable && irq_lines == 0) {
-      sh.applicable = false;
-      sh.why_not = "the interface has no IRQ lines (lo, veth and tun deliver in software)";
-    }
-  }
-}
-
-int run_check(const Options &opts, const KernelFeatures &features) {
-  std::printf("netlatd %s on Linux %s\n", kVersion, features.kernel_release().c_str());
-  bool btf = features.has_vmlinux_btf();
-  bool ring = features.has_ringbuf();
-  std::printf("  %-28s %s\n", "BTF (/sys/kernel/btf/vmlinux)", btf ? "yes" : "NO");
-  std::printf("  %-28s %s\n", "BPF ring buffer", ring ? "yes" : "NO");
-  HookPlan plan = choose_hooks(features);
-  std::printf("\nhook points (first usable candidate wins):\n");
-  for (const HookChoice &c : plan.choices) {
-    std::string cands;
-    for (const HookCandidate &cand : c.point->candidates) {
-      bool ok = features.can_attach(cand.kind, cand.target);
-      cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", hook_label(cand), ok ? "" : " (no)");
-    }
-    std::printf("  %-24s %-36s [%s]%s\n", std::string(c.point->name).c_str(),
-                c.chosen ? hook_label(*c.chosen).c_str() : "-", cands.c_str(),
-                !c.chosen && c.point->required ? "  REQUIRED" : "");
-  }
-  size_t irqs = 0;
-  if (!opts.ifaces.empty()) {
-    std::map<std::string, uint32_t> ids;
-    std::vector<std::string> left_out;
-    Fd netns(open_netns(opts.netns));
-    const auto traced = look_up_interfaces(opts.ifaces, opts.irqs, ids, left_out, netns.get());
-    if (traced.empty())
-      std::printf("\n--iface %s: no interface\n", opts.ifaces.front().c_str());
-    for (const TracedInterface &t : traced) {
-      if (!t.info) {
-        std::printf("\ninterface %s: NOT FOUND\n", t.name.c_str());
-        continue;
-      }
-      const InterfaceInfo &info = *t.info;
-      irqs += info.irqs.size();
-      std::printf("\ninterface %s: ifindex %u, driver %s, IRQ lines [%s]\n", info.name.c_str(), info.ifindex,
-                  info.driver.empty() ? "-" : info.driver.c_str(), fmt::format("{}", fmt::join(info.irqs, " ")).c_str());
-      for (const std::string &line : describe_irq_lines(info.irq_lines))
-        std::printf("  %s\n", line.c_str());
-      for (const auto &l : t.lowers) {
-        irqs += l.info.irqs.size();
-        std::printf("  below it: %s (ifindex %u%s), IRQ lines [%s]\n", l.device.name.c_str(), l.info.ifindex,
-                    l.device.vlan ? fmt::format(", VLAN {}", l.device.vlan).c_str() : "",
-                    fmt::format("{}", fmt::join(l.info.irqs, " ")).c_str());
-      }
-      if (!t.problem.empty())
-        std::printf("  %s\n", t.problem.c_str());
-    }
-    for (const std::string &name : left_out)
-      std::printf("\ninterface %s: not traced (at most %zu interfaces)\n", name.c_str(), kMaxIfaces);
-  }
-  std::printf("\nUDP reads are tied to their datagram %s\n", std::string(udp_join_description(plan.udp_join)).c_str());
-  std::printf("the read's start (where oncpu begins): %s\n",
-              plan.has(Point::RecvCallStart)
-                  ? "the receive call's start (fentry/sock_recvmsg)"
-                  : "known only for readers asleep in the receive call (no hook gives a call's start here)");
-  ReportHeader h;
-  fill_stage_hooks(h, plan, opts.ifaces.empty() ? 1 : irqs);
-  std::printf("\nstages:\n");
-  for (Stage s : kAllStages) {
-    const auto &sh = h.stages[static_cast<size_t>(s)];
-    if (sh.applicable)
-      std::printf("  %-14s %s -> %s\n", std::string(stage_name(s)).c_str(), sh.start_hook.c_str(), sh.end_hook.c_str());
-    else
-      std::printf("  %-14s not applicable: %s\n", std::string(stage_name(s)).c_str(), sh.why_not.c_str());
-  }
-  bool ok = btf && ring && plan.runnable();
-  if (!ok) {
-    std::string why = !btf ? "no kernel BTF" : !ring ? "no BPF ring buffer (5.8+)" : "no hook for " + fmt::format("{}", fmt::join(plan.missing_required, ", "));
-    std::printf("\nnetlatd cannot run here: %s\n", why.c_str());
-    return static_cast<int>(ExitCode::Unavailable);
-  }
-  std::printf("\nnetlatd can run here.\n");
-  return 0;
-}
 
 namespace {
 
@@ -680,38 +517,16 @@ void Service::reload() {
   set_status();
 }
 
-// Applies what can change while running; ports and the ring buffer size are
-// built into the loaded BPF programs and need a restart.
+// Applies what can change while running; what is built into the loaded BPF
+// programs or read once at start keeps its running value (keep_start_only).
 void Service::apply(Options next) {
   std::vector<std::string> changed;
-  if (next.ports != opts_.ports) {
-    spdlog::warn("reload: ports [{}] differ from the running [{}]; restart netlatd to apply them, still tracing "
-                 "[{}]",
-                 fmt::join(next.ports, ","), fmt::join(opts_.ports, ","), fmt::join(opts_.ports, ","));
-    next.ports = opts_.ports;
-  }
-  if (next.by != opts_.by) {
-    // The series are the Prometheus labels, and the reader's cgroup is built
-    // into the loaded programs.
-    spdlog::warn("reload: by [{}] differs from the running [{}]; restart netlatd to apply it",
-                 fmt::join(breakdown_keys(next.by), ","), fmt::join(breakdown_keys(opts_.by), ","));
-    next.by = opts_.by;
-  }
-  if (next.cgroups != opts_.cgroups) {
-    // The kept cgroups are filled into the loaded programs' map at start.
-    spdlog::warn("reload: cgroups [{}] differ from the running [{}]; restart netlatd to apply them",
-                 fmt::join(next.cgroups, ","), fmt::join(opts_.cgroups, ","));
-    next.cgroups = opts_.cgroups;
-  }
+  for (const std::string &w : keep_start_only(opts_, next))
+    spdlog::warn("reload: {}", w);
   if (next.metrics_resolution != opts_.metrics_resolution) {
     changed.push_back(fmt::format("metrics_resolution {} -> {}", opts_.metrics_resolution, next.metrics_resolution));
     std::lock_guard lock(metrics_mu_);
     metrics_.buckets_per_power_of_two = next.metrics_resolution;
-  }
-  if (next.ringbuf_mb != opts_.ringbuf_mb) {
-    spdlog::warn("reload: ringbuf_mb {} differs from the running {}; restart netlatd to apply it", next.ringbuf_mb,
-                 opts_.ringbuf_mb);
-    next.ringbuf_mb = opts_.ringbuf_mb;
   }
   if (next.output != opts_.output || next.output_group != opts_.output_group) {
     try {
@@ -729,11 +544,6 @@ void Service::apply(Options next) {
       next.output = opts_.output;
       next.output_group = opts_.output_group;
     }
-  }
-  if (next.netns != opts_.netns) {
-    spdlog::warn("reload: netns '{}' differs from the running '{}'; restart netlatd to apply it", next.netns,
-                 opts_.netns);
-    next.netns = opts_.netns;
   }
   if (next.ifaces != opts_.ifaces || next.irqs != opts_.irqs) {
     if (next.ifaces != opts_.ifaces) {

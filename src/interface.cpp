@@ -1,6 +1,9 @@
 #include "netlatd/interface.hpp"
 
+#include <fcntl.h>
 #include <linux/netlink.h>
+#include <linux/nsfs.h>
+#include <sys/ioctl.h>
 #include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sys/socket.h>
@@ -16,6 +19,8 @@
 #include <sstream>
 #include <system_error>
 #include <thread>
+
+#include "netlatd/errors.hpp"
 
 namespace netlatd {
 namespace fs = std::filesystem;
@@ -170,6 +175,30 @@ std::vector<LinkEvent> LinkMonitor::read_events(bool &lost) {
     events.insert(events.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
   }
   return events;
+}
+
+int open_netns(const std::string &spec) {
+  if (spec.empty())
+    return -1;
+  const std::string path = netns_path(spec);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw Error(ExitCode::NoInterface,
+                "no network namespace '" + spec + "' (" + path + ": " + std::strerror(errno) + ")");
+  // The kernel says what namespace a file is (4.11+); a regular file or
+  // another kind of namespace is refused here, not at setns().
+  if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
+    close(fd);
+    throw Error(ExitCode::NoInterface, "'" + path + "' is not a network namespace");
+  }
+  return fd;
+}
+
+uint32_t netns_inode(int fd) {
+  if (fd < 0)
+    return current_netns_inode();
+  struct stat st {};
+  return fstat(fd, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
 }
 
 }  // namespace netlatd

@@ -1,4 +1,5 @@
 #pragma once
+#include "netlatd/check.hpp"
 #include "netlatd/hooks.hpp"
 #include "netlatd/options.hpp"
 #include "netlatd/report.hpp"
@@ -8,14 +9,5 @@ namespace netlatd {
 // Runs netlatd with validated options until SIGTERM/SIGINT or --duration.
 // Returns the exit code; throws Error for fatal start-up errors.
 int run_daemon(const Options &opts);
-
-// --check: probes the kernel and prints what netlatd would use. Returns 0 if it can run, 69 if not.
-int run_check(const Options &opts, const KernelFeatures &features);
-
-// The per-stage hooks and applicability for a plan on an interface with `irq_lines` IRQs.
-void fill_stage_hooks(ReportHeader &h, const HookPlan &plan, size_t irq_lines);
-
-// Root, or CAP_BPF + CAP_PERFMON (5.8+); throws Error(NoPermission) otherwise.
-void require_privileges();
 
 }  // namespace netlatd

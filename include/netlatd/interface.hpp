@@ -72,6 +72,11 @@ uint32_t current_netns_inode();
 // --netns: a name ("blue": /run/netns/blue, as `ip netns` makes), a pid
 // ("1234": /proc/1234/ns/net) or a path (anything with a '/').
 std::string netns_path(const std::string &spec);
+// --netns opened (-1 when `spec` is empty). Throws Error(NoInterface) when
+// there is no such namespace or the file is not one.
+int open_netns(const std::string &spec);
+// The inode of the namespace open at `fd` (-1: this process's own).
+uint32_t netns_inode(int fd);
 // Runs `fn` on a thread that has entered the network namespace open at
 // `netns_fd` (-1: this process's own, on this thread) and waits for it:
 // rtnetlink sockets made there, and if_nametoindex() there, see that
