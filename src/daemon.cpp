@@ -284,10 +284,10 @@ void Service::on_record(const netlatd_packet &p) {
     auto total = stage_duration(p, Stage::Total);
     const bool all = *opts_.outliers_over_ns == 0;
     if (all || (total && *total > *opts_.outliers_over_ns)) {
-      if (outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
-        sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
-      else
+      if (!outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
         outliers_suppressed_++;
+      else if (!sink_->drop_if_full())  // a stalled consumer's full queue: counted as dropped, not made
+        sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
     }
   }
 }

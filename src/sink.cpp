@@ -150,19 +150,26 @@ void LineSink::share_with_group(int fd) const {
     refused("directory '" + dir.string() + "'");
 }
 
+// Under mu_: true (and counted) when a line of `bytes` cannot be queued.
+bool LineSink::refuse_locked(size_t bytes) {
+  if (broken_ || queue_.size() >= max_queued_ || queued_bytes_ + bytes > max_queued_bytes_) {
+    dropped_++;
+    if (!dropping_ && !broken_)
+      spdlog::warn("output {} is not keeping up ({} lines queued); dropping report lines, counted as "
+                   "output_dropped",
+                   shown(path_), queue_.size());
+    dropping_ = true;
+    return true;
+  }
+  return false;
+}
+
 void LineSink::write(std::string line) {
   line.push_back('\n');
   {
     std::lock_guard lock(mu_);
-    if (broken_ || queue_.size() >= max_queued_ || queued_bytes_ + line.size() > max_queued_bytes_) {
-      dropped_++;
-      if (!dropping_ && !broken_)
-        spdlog::warn("output {} is not keeping up ({} lines queued); dropping report lines, counted as "
-                     "output_dropped",
-                     shown(path_), queue_.size());
-      dropping_ = true;
+    if (refuse_locked(line.size()))
       return;
-    }
     if (dropping_) {
       spdlog::info("output {} is taking lines again; {} dropped so far", shown(path_), dropped_);
       dropping_ = false;
@@ -171,6 +178,11 @@ void LineSink::write(std::string line) {
     queue_.push_back(std::move(line));
   }
   cv_.notify_one();
+}
+
+bool LineSink::drop_if_full() {
+  std::lock_guard lock(mu_);
+  return refuse_locked(1);
 }
 
 void LineSink::reopen() {

@@ -34,6 +34,10 @@ public:
 
   // Never blocks; a '\n' is appended.
   void write(std::string line);
+  // True, and the line counted as dropped as write() would, when the queue
+  // is full or the output broken: a caller can skip making a line that
+  // would be dropped (an outlier line under a stalled consumer).
+  bool drop_if_full();
   // Reopens the file (logrotate moved it); no-op for stdout.
   void reopen();
   // Waits up to timeout_ms for queued lines to be written.
@@ -47,6 +51,7 @@ private:
   void run();
   int open_fd() const;
   void share_with_group(int fd) const;
+  bool refuse_locked(size_t bytes);
   // Writes all of `line`; false with `err` set on failure or when abandoned.
   bool write_all(const std::string &line, int &err);
 
