@@ -28,6 +28,7 @@
 #include "netlatd/demo.hpp"
 #include "netlatd/errors.hpp"
 #include "netlatd/fd.hpp"
+#include "netlatd/follow.hpp"
 #include "netlatd/interface.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/notify.hpp"
@@ -137,13 +138,9 @@ private:
   std::unique_ptr<MetricsServer> start_metrics(const std::string &listen);
   uint64_t sink_dropped() const { return retired_sink_dropped_ + sink_->dropped(); }
 
-  // Interface following: every traced interface (and the devices below
-  // it) looked up again, the kernel filter and the headers updated.
-  void refresh_interfaces();
-  void use_interfaces(std::vector<TracedInterface> traced, bool log_changes);
-  void check_interfaces();  // the 1 s fallback: what rtnetlink may have missed
-  void on_link_events();
-  size_t interfaces_present() const;
+  // After the follower looked the interfaces up: the kernel filter (when
+  // its target changed) and the headers.
+  void use_interfaces();
 
   void reload();
   void apply(Options next);
@@ -176,14 +173,8 @@ private:
   ClockOffset mono_to_real_;  // see measure_realtime_offset
 
   std::unique_ptr<Tracer> tracer_;
-  TraceTarget target_;
-  std::vector<TracedInterface> traced_;
-  std::map<std::string, uint32_t> iface_ids_;  // each name's number in the records, for the daemon's life
-  std::set<std::string> warned_left_out_;
-  std::vector<std::pair<uint32_t, std::string>> seen_links_;  // the 1 s fallback's view (if_nameindex)
-  int netns_fd_ = -1;  // --netns, owned by run_daemon; -1 = the daemon's own
-  uint32_t netns_inode_ = 0;
-  std::unique_ptr<LinkMonitor> links_;
+  InterfaceFollower follower_;
+  TraceTarget target_;  // what the loaded programs filter on
   std::unique_ptr<DemoTraffic> demo_;
 
   int64_t interval_ns_ = 0;
@@ -202,7 +193,7 @@ private:
 Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
                  std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd)
     : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec),
-      iface_ids_(std::move(ids)), netns_fd_(netns_fd) {
+      follower_(std::move(traced), std::move(ids), netns_fd) {
   header_.host = hostname();
   header_.ports = opts_.ports;
   header_.kernel = features_->kernel_release();
@@ -212,24 +203,13 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   header_.version = kVersion;
   for (const HookChoice &c : plan_.choices)
     spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
-  netns_inode_ = netns_inode(netns_fd_);
   metrics_.version = kVersion;
   metrics_.kernel = header_.kernel;
   metrics_.buckets_per_power_of_two = opts_.metrics_resolution;
   agg_.set_breakdown(opts_.by);
   metrics_delta_.set_breakdown(opts_.by);
-  use_interfaces(std::move(traced), false);
-  for (const TracedInterface &t : traced_) {
-    if (t.info)
-      log_irq_lines(*t.info);
-    for (const auto &l : t.lowers) {
-      spdlog::info("{}: its packets arrive first on {} (ifindex {}{})", t.name, l.device.name, l.info.ifindex,
-                   l.device.vlan ? fmt::format(", VLAN {}", l.device.vlan) : "");
-      log_irq_lines(l.info);
-    }
-    if (!t.problem.empty())
-      spdlog::warn("interface {}: {}; only packets arriving on it are traced", t.name, t.problem);
-  }
+  use_interfaces();
+  follower_.log_start();
 }
 
 std::unique_ptr<MetricsServer> Service::start_metrics(const std::string &listen) {
@@ -338,7 +318,7 @@ void Service::publish_metrics() {
 }
 
 void Service::set_status() {
-  const size_t present = interfaces_present();
+  const size_t present = follower_.present();
   const bool several = traces_several_ifaces(opts_.ifaces);
   if (present == 0) {
     notifier_.status(fmt::format("interface {} is gone, waiting for it to come back; {} packets measured so far",
@@ -417,87 +397,19 @@ void Service::end_interval(bool final) {
     set_status();
 }
 
-size_t Service::interfaces_present() const {
-  return static_cast<size_t>(std::count_if(traced_.begin(), traced_.end(), [](const auto &t) { return t.info.has_value(); }));
-}
-
-// An interface may go away (module unload, veth deleted) and come back with
-// another ifindex and other IRQ lines, or be renamed; a bond gains and loses
-// slaves; with `all` or `irq`, interfaces join and leave the set. Each is
-// followed without a restart.
-void Service::refresh_interfaces() {
-  std::vector<std::string> left_out;
-  auto next = look_up_interfaces(opts_.ifaces, opts_.irqs, iface_ids_, left_out, netns_fd_);
-  for (const std::string &name : left_out)
-    if (warned_left_out_.insert(name).second)
-      spdlog::warn("interface {} is not traced: netlatd traces at most {} interfaces in a run", name, kMaxIfaces);
-  use_interfaces(std::move(next), true);
-}
-
-void Service::use_interfaces(std::vector<TracedInterface> traced, bool log_changes) {
-  const bool set_mode = opts_.ifaces.size() == 1 && is_iface_set_word(opts_.ifaces[0]);
-  if (log_changes) {
-    for (const InterfaceChange &c : interface_changes(traced_, traced, set_mode)) {
-      if (c.warning)
-        spdlog::warn("{}", c.text);
-      else
-        spdlog::info("{}", c.text);
-    }
-    // A device that came back may have other IRQ lines.
-    for (const TracedInterface &t : traced) {
-      auto was = std::find_if(traced_.begin(), traced_.end(), [&](const auto &o) { return o.name == t.name; });
-      if (t.info && (was == traced_.end() || !was->info || was->info->ifindex != t.info->ifindex))
-        log_irq_lines(*t.info);
-    }
-  }
-  traced_ = std::move(traced);
-  TraceTarget next = trace_target(traced_, netns_inode_);
-  const bool changed = next.devices != target_.devices || next.irqs != target_.irqs;
-  target_ = std::move(next);
-  if (tracer_ && changed)
-    tracer_->set_target(target_);
+void Service::use_interfaces() {
+  const TraceTarget &next = follower_.target();
+  if (tracer_ && (next.devices != target_.devices || next.irqs != target_.irqs))
+    tracer_->set_target(next);
+  target_ = next;
+  const auto &traced = follower_.traced();
   header_.iface = fmt::format("{}", fmt::join(opts_.ifaces, ","));
-  header_.ifindex = !traces_several_ifaces(opts_.ifaces) && !traced_.empty() && traced_[0].info
-                        ? static_cast<int>(traced_[0].info->ifindex)
+  header_.ifindex = !traces_several_ifaces(opts_.ifaces) && !traced.empty() && traced[0].info
+                        ? static_cast<int>(traced[0].info->ifindex)
                         : 0;
-  remember_names(header_.iface_names, traced_);
+  remember_names(header_.iface_names, traced);
   fill_stage_hooks(header_, plan_, target_.irqs.size());
   update_metrics_header();
-}
-
-void Service::check_interfaces() {
-  // One call gives every name and index: only when they changed is every
-  // interface looked up again (sysfs, /proc/interrupts).
-  std::vector<std::pair<uint32_t, std::string>> links;
-  try {
-    links = interface_names(netns_fd_);
-  } catch (const std::system_error &e) {
-    spdlog::warn("cannot list the interfaces: {}", e.what());
-    return;
-  }
-  if (links == seen_links_)
-    return;
-  seen_links_ = std::move(links);
-  refresh_interfaces();
-  set_status();
-}
-
-// The events say that something happened to a link; what is there now is
-// looked up by name. A busy drain loop reads them late, after the 1 s
-// lookup may have found the new interface: acting on each in turn would
-// retarget to an ifindex already deleted (its last RTM_NEWLINK, as it went
-// down) before its RTM_DELLINK is read.
-void Service::on_link_events() {
-  bool lost = false;
-  const auto events = links_->read_events(lost);
-  if (lost)
-    spdlog::debug("rtnetlink notifications were lost; looking the interfaces up again");
-  // Any link change may concern a traced interface or a device below one
-  // (a bond's slave added, a VLAN's real device renamed): look all up.
-  if (!events.empty() || lost) {
-    refresh_interfaces();
-    set_status();
-  }
 }
 
 void Service::reload() {
@@ -555,8 +467,9 @@ void Service::apply(Options next) {
                                           : fmt::format("irq [{}]", fmt::join(next.irqs, ",")));
     opts_.ifaces = next.ifaces;
     opts_.irqs = next.irqs;
-    refresh_interfaces();
-    if (interfaces_present() == 0)
+    follower_.refresh(opts_.ifaces, opts_.irqs);
+    use_interfaces();
+    if (follower_.present() == 0)
       spdlog::warn("reload: no interface of {} is there; waiting for one", fmt::join(opts_.ifaces, ","));
   }
   if (next.interval_s != opts_.interval_s) {
@@ -635,11 +548,7 @@ int Service::run() {
   const bool live = tracer_->wait_until_live(2000);
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
 
-  try {
-    links_ = std::make_unique<LinkMonitor>(netns_fd_);
-  } catch (const std::system_error &e) {
-    spdlog::warn("cannot watch link changes ({}); the interface is looked up once a second instead", e.what());
-  }
+  follower_.watch_links();
   if (opts_.demo)
     demo_ = std::make_unique<DemoTraffic>(opts_.ports.front());
 
@@ -653,15 +562,15 @@ int Service::run() {
   };
   watch(sigfd_.get());
   watch(tracer_->ring_epoll_fd());
-  if (links_)
-    watch(links_->fd());
+  if (follower_.link_fd() >= 0)
+    watch(follower_.link_fd());
 
   if (!live)
     spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
   if (traces_several_ifaces(opts_.ifaces))
     spdlog::info("tracing {} ({} interfaces, {} devices, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; "
                  "ready",
-                 header_.iface, interfaces_present(), target_.devices.size(), target_.irqs.size(),
+                 header_.iface, follower_.present(), target_.devices.size(), target_.irqs.size(),
                  fmt::join(opts_.ports, ","), tracer_->programs_attached(), attach_ms);
   else
     spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready",
@@ -703,8 +612,10 @@ int Service::run() {
       throw Error(ExitCode::Software, std::string("epoll_wait: ") + std::strerror(errno));
     behind = tracer_->poll(0) >= Tracer::kPollBudget;
     for (int i = 0; i < n; i++)
-      if (links_ && events[i].data.fd == links_->fd())
-        on_link_events();
+      if (events[i].data.fd == follower_.link_fd() && follower_.on_link_events(opts_.ifaces, opts_.irqs)) {
+        use_interfaces();
+        set_status();
+      }
 
     bool stop = false;
     signalfd_siginfo si{};
@@ -727,7 +638,10 @@ int Service::run() {
     if (now >= next_report_)
       end_interval(false);
     if (now >= next_iface_check) {
-      check_interfaces();
+      if (follower_.check(opts_.ifaces, opts_.irqs)) {
+        use_interfaces();
+        set_status();
+      }
       next_iface_check = now + kSecond;
     }
     if (now >= next_publish) {
