@@ -1,7 +1,8 @@
 #!/bin/sh
 # Fetch a Debian 12 kernel for the vm test tier and keep what it boots:
-# vmlinuz and the NIC drivers' modules (e1000, e1000e, virtio_net and what
-# they need), uncompressed so busybox's insmod loads them.
+# vmlinuz and the NIC drivers' modules (e1000, e1000e, virtio_net), those of
+# the stacked devices the phase "stacked" makes (veth, 8021q, bonding), and
+# what they need, uncompressed so busybox's insmod loads them.
 #
 #   vm-fetch-kernel.sh [6.1|6.12]     (default 6.1)
 #
@@ -25,8 +26,9 @@ case "$series" in
   6.12) glob='linux-image-6.12.*' ;;
   *) echo "vm-fetch-kernel: unknown series '$series' (6.1 or 6.12)" >&2; exit 1 ;;
 esac
-# The drivers the tier's guests use; their dependencies come along.
-drivers="e1000 e1000e virtio_net"
+# The drivers the tier's guests use; their dependencies come along. A cached
+# kernel without one of them is fetched again (once).
+drivers="e1000 e1000e virtio_net 8021q bonding veth"
 
 cache=${NETLATD_VM_CACHE:-/var/cache/netlatd-vm}
 if ! mkdir -p "$cache" 2>/dev/null || [ ! -w "$cache" ]; then

@@ -22,9 +22,15 @@
  *       AF_UNIX datagram socket at PATH and wait for a message with READY=1.
  *       Exits 0 when it came, 1 on timeout. This is how the guest knows
  *       netlatd has attached its programs before the host starts sending.
+ *
+ *   nlrx --send ADDR:PORT --count N --len BYTES
+ *       Send N UDP datagrams of BYTES bytes to the IPv4 ADDR:PORT, 2 ms
+ *       apart (the vm tier's traffic that the guest makes itself, from one
+ *       of its network namespaces). Exits 0 when all were sent, 1 if not.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -191,11 +197,41 @@ static void on_term(int sig)
 	atomic_store(&stop, 1);
 }
 
+static int send_udp(const char *to, long count, long len)
+{
+	char addr[64];
+	const char *colon = strrchr(to, ':');
+	struct sockaddr_in sin = {.sin_family = AF_INET};
+	if (!colon || colon - to >= (long)sizeof(addr) || count < 1 || len < 1 || len > 1400) {
+		fprintf(stderr, "nlrx: error: --send ADDR:PORT --count N (>0) --len BYTES (1..1400)\n");
+		return 2;
+	}
+	memcpy(addr, to, colon - to);
+	addr[colon - to] = 0;
+	sin.sin_port = htons(atoi(colon + 1));
+	if (inet_pton(AF_INET, addr, &sin.sin_addr) != 1) {
+		fprintf(stderr, "nlrx: error: bad IPv4 address %s\n", addr);
+		return 2;
+	}
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+	char buf[1400];
+	memset(buf, 's', sizeof(buf));
+	long sent = 0;
+	for (long i = 0; fd >= 0 && i < count; i++) {
+		if (sendto(fd, buf, len, 0, (struct sockaddr *)&sin, sizeof(sin)) == len)
+			sent++;
+		usleep(2000);
+	}
+	printf("nlrx: sent %ld of %ld to %s\n", sent, count, to);
+	return sent == count ? 0 : 1;
+}
+
 int main(int argc, char **argv)
 {
 	int udp_port = 0, tcp_port = 0;
 	long udp_expect = -1, idle_ms = 5000;
-	const char *ready_file = NULL, *notify_path = NULL;
+	const char *ready_file = NULL, *notify_path = NULL, *send_to = NULL;
+	long send_count = 0, send_len = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i];
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -215,6 +251,12 @@ int main(int argc, char **argv)
 			ready_file = v;
 		else if (!strcmp(o, "--notify-wait"))
 			notify_path = v;
+		else if (!strcmp(o, "--send"))
+			send_to = v;
+		else if (!strcmp(o, "--count"))
+			send_count = atol(v);
+		else if (!strcmp(o, "--len"))
+			send_len = atol(v);
 		else {
 			fprintf(stderr, "nlrx: error: unknown option %s\n", o);
 			return 2;
@@ -223,6 +265,8 @@ int main(int argc, char **argv)
 	}
 	if (notify_path)
 		return notify_wait(notify_path, idle_ms);
+	if (send_to)
+		return send_udp(send_to, send_count, send_len);
 	if (!udp_port && !tcp_port) {
 		fprintf(stderr, "nlrx: error: need --udp and/or --tcp\n");
 		return 2;

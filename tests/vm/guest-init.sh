@@ -95,7 +95,7 @@ start_netlatd() {
 	while ! grep -q bound /tmp/notify.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
 	t0=$(uptime_s)
 	rm -f /tmp/out.jsonl
-	NOTIFY_SOCKET=/run/notify.sock $NETLATD $NETLATD_ARGS --iface eth0 --port 5000 --port 5001 \
+	NOTIFY_SOCKET=/run/notify.sock $NETLATD $NETLATD_ARGS ${NETLATD_IFACES:---iface eth0} --port 5000 --port 5001 \
 		--interval 1 --output /tmp/out.jsonl >/tmp/netlatd.out 2>&1 &
 	netlatd_pid=$!
 	ready=""
@@ -168,6 +168,63 @@ phase_reader_first() {
 	else
 		kill $nlrx_pid 2>/dev/null
 	fi
+}
+
+# Stacked devices, with traffic the guest makes itself: a peer network
+# namespace sends over veth pairs to nlrx here; netlatd traces a VLAN
+# (va.100 over the veth va) and a bond (bond0, active-backup, over the veth
+# vb) and must count each datagram once under the upper device's name; the
+# untagged datagrams on va, the VLAN's lower device, are not the VLAN's.
+# Needs the modules veth, 8021q and bonding (loaded with the NIC's).
+STACKED_TAGGED=40 STACKED_UNTAGGED=30 STACKED_BONDED=40
+phase_stacked() {
+	unshare -n sleep 600 &
+	peer=$!
+	sleep 0.2
+	in_peer() { nsenter -t $peer -n "$@"; }
+	ip link add va type veth && ip link add vb type veth || { mark "STACKED-SETUP failed"; kill $peer; return; }
+	# busybox names each peer end vethN: veth0 is va's, veth1 vb's.
+	pa=$(ls /sys/class/net | grep '^veth' | sort | sed -n 1p)
+	pb=$(ls /sys/class/net | grep '^veth' | sort | sed -n 2p)
+	ip link set $pa netns $peer && ip link set $pb netns $peer &&
+	ip link add link va name va.100 type vlan id 100 &&
+	in_peer ip link add link $pa name $pa.100 type vlan id 100 &&
+	echo active-backup >/sys/class/net/bond0/bonding/mode &&
+	echo +vb >/sys/class/net/bond0/bonding/slaves &&
+	ip link set va up && ip link set va.100 up && ip link set bond0 up &&
+	ip addr add 10.10.0.1/24 dev va.100 && ip addr add 10.11.0.1/24 dev va &&
+	ip addr add 10.12.0.1/24 dev bond0 &&
+	in_peer ip link set lo up && in_peer ip link set $pa up && in_peer ip link set $pa.100 up &&
+	in_peer ip link set $pb up &&
+	in_peer ip addr add 10.10.0.2/24 dev $pa.100 && in_peer ip addr add 10.11.0.2/24 dev $pa &&
+	in_peer ip addr add 10.12.0.2/24 dev $pb || { mark "STACKED-SETUP failed"; kill $peer; return; }
+	mark "STACKED-SETUP ok peer=$pa,$pb"
+	saved_expect=$UDP_EXPECT
+	UDP_EXPECT=$((STACKED_TAGGED + STACKED_UNTAGGED + STACKED_BONDED))
+	NETLATD_IFACES="--iface va.100 --iface bond0"
+	if start_netlatd; then
+		start_nlrx
+		# No TCP here: a connection over lo (not traced) closed at once ends
+		# nlrx's TCP side, so it exits on the last datagram, not on idling.
+		nc 127.0.0.1 5001 </dev/null >/dev/null 2>&1 &
+		sleep 0.3
+		kill $! 2>/dev/null
+		# A first datagram each way settles ARP before the counted ones; it
+		# goes to a port no one reads, so only the counted ones reach nlrx.
+		for a in 10.10.0.1 10.11.0.1 10.12.0.1; do in_peer nlrx --send $a:5009 --count 1 --len 16 >/dev/null; done
+		sleep 0.3
+		in_peer nlrx --send 10.11.0.1:5000 --count $STACKED_UNTAGGED --len 60
+		in_peer nlrx --send 10.10.0.1:5000 --count $STACKED_TAGGED --len 100
+		in_peer nlrx --send 10.12.0.1:5000 --count $STACKED_BONDED --len 140
+		wait $nlrx_pid
+		mark "NLRX-EXIT rc=$?"
+		section NLRX /tmp/nlrx.out
+		stop_netlatd
+	fi
+	NETLATD_IFACES=""
+	UDP_EXPECT=$saved_expect
+	# The peer namespace's end goes with it, and each veth pair with its end.
+	kill $peer
 }
 
 for phase in $PHASES; do

@@ -29,22 +29,24 @@ import time
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
-from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, judge_receiver, phase_lines,
+from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, judge_receiver, judge_stacked, phase_lines,
                       section)
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
 # for it (names in /proc/interrupts, and where in sysfs they are found), and
-# the phases its one boot runs (see PHASES).
+# the phases its one boot runs (see PHASES). The phase "stacked" needs the
+# modules veth, 8021q and bonding as well.
 ALL_PHASES = ("bare", "e2e", "reader_first")
 GUESTS = {
-    "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES),
+    "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked",)),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
-    "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net", modules=["virtio_net"],
+    "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
+                            modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES),
+                            phases=ALL_PHASES + ("stacked",)),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -104,6 +106,9 @@ PHASES = {
     "e2e": Phase(send_udp_tcp, judge_traced(False), True),
     # The receiver blocked in recvfrom()/accept() before netlatd attaches.
     "reader_first": Phase(send_udp_tcp, judge_traced(True), True),
+    # A VLAN and a bond over veths to a peer namespace in the guest, traced
+    # by name; the guest makes the traffic.
+    "stacked": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines), True),
 }
 
 

@@ -263,3 +263,46 @@ def parse_reads(line):
         n, before, after = (int(x) for x in item.split(":"))
         reads.append((n, base + before, base + after))
     return reads
+
+
+# phase_stacked in guest-init.sh: what the peer namespace sends, per target.
+STACKED = dict(tagged=(40, 100, "va.100"), untagged=(30, 60, None), bonded=(40, 140, "bond0"))
+
+
+def judge_stacked(v, lines):
+    """A VLAN and a bond over veths, traced by their names: each datagram
+    once under the upper device's name; the VLAN's lower device's untagged
+    datagrams not at all."""
+    setup = marker(lines, "STACKED-SETUP")
+    v.check(setup is not None and setup.startswith("ok"), f"the guest made the VLAN and the bond ({setup})")
+    res = next((l for l in lines if l.startswith("nlrx: result ")), None)
+    got = dict(kv.split("=", 1) for kv in res.split()[2:]) if res else {}
+    sent = sum(n for n, _, _ in STACKED.values())
+    v.check(int(got.get("udp_datagrams", -1)) == sent, f"nlrx received {got.get('udp_datagrams')} of {sent} datagrams")
+    exit_line = marker(lines, "NETLATD-EXIT")
+    v.check(exit_line == "rc=0", f"netlatd exited 0 after SIGTERM ({exit_line})")
+    stderr, _ = section(lines, "NETLATD-STDERR")
+    v.check(any("va.100: its packets arrive first on va" in l for l in stderr or []),
+            "netlatd said where the VLAN's packets arrive first")
+    records = json_records(v, lines)
+    intervals = [r for r in records if r.get("type") == "interval"]
+    timelines = [r for r in records if r.get("type") == "outlier"]
+    want = {iface: n for n, _, iface in STACKED.values() if iface}
+    packets, udp, by_iface = 0, 0, {}
+    for r in intervals:
+        packets += r.get("packets", 0)
+        udp += r.get("udp", 0)
+        by_iface[r.get("iface")] = by_iface.get(r.get("iface"), 0) + r.get("packets", 0)
+    log(f"netlatd: packets={packets} udp={udp} per interface {by_iface}")
+    v.check(packets == udp == sum(want.values()), f"netlatd counted {packets} packets, {udp} UDP; "
+            f"the VLAN's and the bond's {sum(want.values())} only")
+    counts, _, _ = stage_summary(intervals)
+    for name in EXACT_STAGES:
+        v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
+    records_by_iface, lens_by_iface = {}, {}
+    for t in timelines:
+        records_by_iface[t.get("iface")] = records_by_iface.get(t.get("iface"), 0) + 1
+        lens_by_iface.setdefault(t.get("iface"), set()).add(t.get("len"))
+    v.check(records_by_iface == want, f"timelines per interface {records_by_iface} == {want}")
+    want_lens = {iface: {size} for _, size, iface in STACKED.values() if iface}
+    v.check(lens_by_iface == want_lens, f"their lengths per interface {lens_by_iface} == {want_lens}")
