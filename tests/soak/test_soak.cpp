@@ -720,10 +720,12 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
   const uint64_t rcvbuf_errors = snmp_delta("RcvbufErrors"), no_ports = snmp_delta("NoPorts");
   const uint64_t max_rss = usage.rss_kib.empty() ? 0 : *std::max_element(usage.rss_kib.begin(), usage.rss_kib.end());
   const size_t third = usage.rss_kib.size() / 3;
-  uint64_t first_third = 0, last_third = 0;
+  uint64_t first_third = 0, middle_third = 0, last_third = 0;
   for (size_t i = 0; i < usage.rss_kib.size(); i++) {
     if (i < third)
       first_third = std::max(first_third, usage.rss_kib[i]);
+    else if (i < 2 * third)
+      middle_third = std::max(middle_third, usage.rss_kib[i]);
     if (i >= usage.rss_kib.size() - third)
       last_third = std::max(last_third, usage.rss_kib[i]);
   }
@@ -749,7 +751,7 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
                "right %zu, wrong %zu, no reader named %zu; losses (packets %llu): %s; kernel drops %llu "
                "(rx netns RcvbufErrors %llu, NoPorts %llu); ambiguous_reads %llu, untracked_reads %llu; "
                "output lines %zu outlier + %zu interval; max RSS %.1f MiB (VmHWM %.1f MiB; first third %.1f, "
-               "last third %.1f); CPU %.1f %% of one; interface re-created %d (%d under the flood, %zu resumes "
+               "middle %.1f, last %.1f); CPU %.1f %% of one; interface re-created %d (%d under the flood, %zu resumes "
                "logged); SIGHUPs %d (%d reloads, the slowest %.2f s); stalls %d\n",
                wall, tr.rounds, static_cast<unsigned long long>(udp_sent),
                static_cast<unsigned long long>(tr.flood_sent), static_cast<unsigned long long>(tr.flood_refused),
@@ -761,7 +763,7 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
                static_cast<unsigned long long>(rcvbuf_errors), static_cast<unsigned long long>(no_ports),
                static_cast<unsigned long long>(ambiguous), static_cast<unsigned long long>(untracked),
                soak.outlier_lines(), soak.interval_lines(), static_cast<double>(max_rss) / 1024.0,
-               static_cast<double>(usage.hwm_kib) / 1024.0, static_cast<double>(first_third) / 1024.0,
+               static_cast<double>(usage.hwm_kib) / 1024.0, static_cast<double>(first_third) / 1024.0, static_cast<double>(middle_third) / 1024.0,
                static_cast<double>(last_third) / 1024.0, cpu_pct, tr.recreations, tr.deleted_under_flood, resumed,
                soak.hups(), reloads_done.load(), max_reload_s, soak.stalls());
   for (const auto &[reason, n] : v.unknown_reasons)
@@ -814,12 +816,14 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
   // So are the kernel's own receive-buffer drops in the rx namespace.
   CHECK(rcvbuf_errors <= udp_sent - udp_read);
 
-  // Bounded memory: no growth from the first third to the last beyond
+  // Bounded memory: no growth from the middle third to the last beyond
   // 10 % + 4 MiB, and under 128 MiB (the maps and the ring buffer are
-  // sized at load; the output queue holds at most 8 MiB).
-  // (Runs under 30 s: too few stalls in the first third to fill the output
-  // queue, so the growth is shown, not checked.)
+  // sized at load; the output queue holds at most 8 MiB). The first third
+  // is warm-up: whether a stall has filled the output queue by then is up
+  // to the scheduler (a CI run had 14.7 MiB there, then 22.1 MiB for the
+  // rest), so it is shown, not held. (Runs under 30 s: too short for a
+  // middle third past the warm-up, so the growth is shown, not checked.)
   if (seconds >= 30)
-    CHECK(last_third <= first_third + first_third / 10 + 4096);
+    CHECK(last_third <= middle_third + middle_third / 10 + 4096);
   CHECK(usage.hwm_kib <= 128 * 1024);
 }
