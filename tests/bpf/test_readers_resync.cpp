@@ -23,10 +23,12 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
     SKIP(why);
   VethNamespaces net;
   net.set_mtu(9000);  // datagram i is 16 + i bytes long
-  // One datagram every ~100 us from one CPU; the reader sleeps its first
+  // Bursts of 8 every ~800 us from one CPU; the reader sleeps its first
   // 150 ms, so some thousand datagrams wait in its (16 MiB) receive buffer:
   // far more than a socket's 256 slots. Then it drains them, and reads the
-  // rest as they come.
+  // rest as they come. (One datagram every 100 us, the sender's sleeps
+  // stretched by a loaded machine, once queued only 254 in those 150 ms:
+  // no overflow to resync from.)
   const int n = 3000;
   ReaderRunSpec spec;
   spec.port = port;
@@ -35,8 +37,8 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
   spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--delay-ms", "150",
                       "--expect", std::to_string(n)};
   spec.sender_mode = "udp";
-  spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(n), "--burst-size", "1",
-                      "--gap-us", "100", "--lengths", "distinct"};
+  spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(n / 8), "--burst-size", "8",
+                      "--gap-us", "800", "--lengths", "distinct"};
   spec.expect_reads = static_cast<size_t>(n);
   ReaderRun run = run_readers(net, spec);
   report("resync after an overflow, " + std::to_string(threads) + " threads, " + call, run);
@@ -80,14 +82,16 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
     // second has, it stays unnamed, and says so: every read is counted
     // ambiguous, none named on a guess. (A scheduler may let one thread
     // drain the backlog alone: reads it began before any other thread's
-    // first may be named, rightly.)
+    // first had returned may be named, rightly. A second thread is known to
+    // the kernel only once its call is in it: its clock before the call is
+    // no bound, the one after its first return is.)
     int64_t second_thread_at = INT64_MAX;
     uint32_t first_tid = 0;
     for (const ReadEntry &r : reads) {
       if (!first_tid)
         first_tid = r.tid;
       else if (r.tid != first_tid) {
-        second_thread_at = r.before;
+        second_thread_at = r.after;
         break;
       }
     }
