@@ -191,7 +191,7 @@ TEST_CASE("deploy: the DaemonSet runs with CAP_BPF and CAP_PERFMON only, host mo
     CHECK(m["mountPath"].as<std::string>() == it->second);
     mounted.insert(it->second);
   }
-  CHECK(mounted == std::set<std::string>{"/sys/kernel/btf", "/sys/kernel/tracing"});
+  CHECK(mounted == std::set<std::string>{"/sys/kernel/btf", "/sys/kernel/tracing", "/sys/fs/cgroup"});
 }
 
 TEST_CASE("deploy: one metrics port, scraped by annotation, and a config netlatd accepts", "[deploy]") {
@@ -231,6 +231,13 @@ TEST_CASE("deploy: one metrics port, scraped by annotation, and a config netlatd
     FAIL("netlatd refuses the DaemonSet's configuration: " << e.what());
   }
   CHECK(cl.options.output == "-");  // the container log
+  // The container view is on, and it has what it reads: the node's cgroup
+  // hierarchy where netlatd looks for it (the pod's own hides the others).
+  CHECK(cl.options.by.cgroup);
+  bool cgroup_mounted = false;
+  for (const YAML::Node &m : c["volumeMounts"])
+    cgroup_mounted |= m["mountPath"].as<std::string>() == "/sys/fs/cgroup";
+  CHECK(cgroup_mounted == (cl.options.by.cgroup || !cl.options.cgroups.empty()));
   CHECK(cl.options.metrics_listen == "10.0.0.1:" + port);
   CHECK(c["volumeMounts"][0]["mountPath"].as<std::string>() == "/etc/netlatd");
   CHECK(tmpl["spec"]["volumes"][0]["configMap"]["name"].as<std::string>() == cm["metadata"]["name"].as<std::string>());
