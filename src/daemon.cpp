@@ -3,7 +3,6 @@
 #include <sched.h>
 #include <net/if.h>
 #include <signal.h>
-#include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +29,8 @@
 #include "netlatd/fd.hpp"
 #include "netlatd/follow.hpp"
 #include "netlatd/interface.hpp"
+#include "netlatd/loop.hpp"
+#include "netlatd/losses.hpp"
 #include "netlatd/metrics.hpp"
 #include "netlatd/notify.hpp"
 #include "netlatd/reload.hpp"
@@ -51,24 +52,6 @@ std::string hostname() {
   char buf[256] = {};
   gethostname(buf, sizeof(buf) - 1);
   return buf;
-}
-
-const char *drop_name(int i) {
-  switch (i) {
-  case NETLATD_DROP_RINGBUF_FULL: return "ringbuf_full";
-  case NETLATD_DROP_INFLIGHT_FULL: return "inflight_full";
-  case NETLATD_DROP_SOCK_FIFO_FULL: return "sock_fifo_full";
-  case NETLATD_DROP_SOCK_STATE_FAILED: return "sock_state_failed";
-  case NETLATD_DROP_STACK_DROPPED: return "stack_dropped";
-  case NETLATD_DROP_UNJOINED: return "unjoined_reused";
-  case NETLATD_DROP_UNSEEN_READ: return "unseen_read";
-  case NETLATD_DROP_TCP_SEGS_FULL: return "tcp_segs_full";
-  case NETLATD_DROP_TCP_RANGE_UNKNOWN: return "tcp_range_unknown";
-  case NETLATD_DROP_ORDER_LOST: return "order_lost";
-  case NETLATD_DROP_TCP_GAP: return "tcp_gap";
-  case NETLATD_DROP_TCP_COPIES: return "tcp_copies";
-  }
-  return "unknown";
 }
 
 // Blocks the signals we handle and returns a signalfd for them.
@@ -177,14 +160,12 @@ private:
   TraceTarget target_;  // what the loaded programs filter on
   std::unique_ptr<DemoTraffic> demo_;
 
+  // Drained at least every 100 ms.
+  EventLoop loop_{kSecond / 10};
+  EventLoop::TimerId report_timer_ = 0;
   int64_t interval_ns_ = 0;
   std::chrono::system_clock::time_point interval_start_wall_;
-  int64_t next_report_ = 0;
-  std::array<uint64_t, NETLATD_DROP_COUNT> prev_drops_{};
-  std::array<uint64_t, NETLATD_CNT_COUNT> prev_counters_{};
-  std::map<std::string, uint64_t> prev_hook_misses_;
-  uint64_t prev_sink_dropped_ = 0, prev_outliers_suppressed_ = 0;
-  uint64_t expired_inflight_ = 0, expired_unread_ = 0;
+  Losses losses_;
   uint64_t total_packets_ = 0, total_lost_ = 0;
   double last_rate_ = 0;
   uint64_t last_p99_total_ = 0;
@@ -193,7 +174,8 @@ private:
 Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, HookPlan plan,
                  std::vector<TracedInterface> traced, std::map<std::string, uint32_t> ids, int netns_fd)
     : opts_(opts), features_(std::move(features)), plan_(std::move(plan)), outlier_limit_(opts.outliers_max_per_sec),
-      follower_(std::move(traced), std::move(ids), netns_fd) {
+      follower_(std::move(traced), std::move(ids), netns_fd),
+      losses_(!opts.cgroups.empty(), plan_.has(Point::NapiPoll)) {
   header_.host = hostname();
   header_.ports = opts_.ports;
   header_.kernel = features_->kernel_release();
@@ -273,10 +255,7 @@ void Service::on_record(const netlatd_packet &p) {
 }
 
 void Service::publish_metrics() {
-  const auto drops = tracer_->drop_totals();
-  const auto counters = tracer_->counter_totals();
-  const auto misses = tracer_->hook_misses();
-  const uint64_t output_dropped = sink_dropped();
+  losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
   {
     std::lock_guard lock(metrics_mu_);
     for (const auto &[key, delta] : metrics_delta_.series()) {
@@ -292,27 +271,8 @@ void Service::publish_metrics() {
     }
     metrics_.packets_udp += metrics_delta_.packets_udp();
     metrics_.packets_tcp += metrics_delta_.packets_tcp();
-    // The kernel's drops apart from netlatd's own losses: a packet the stack
-    // dropped is the network's news, not a gap in the measurement.
-    metrics_.kernel_drops = drops[NETLATD_DROP_STACK_DROPPED];
-    for (int i = 0; i < NETLATD_DROP_COUNT; i++)
-      if (i != NETLATD_DROP_STACK_DROPPED)
-        metrics_.losses[drop_name(i)] = drops[i];
-    metrics_.losses["unjoined_expired"] = expired_inflight_;
-    metrics_.losses["unread_expired"] = expired_unread_;
-    metrics_.losses["output_dropped"] = output_dropped;
-    metrics_.losses["outliers_rate_limited"] = outliers_suppressed_;
-    metrics_.reads_unnamed["ambiguous"] = counters[NETLATD_CNT_AMBIGUOUS_READS];
-    metrics_.reads_unnamed["untracked"] = counters[NETLATD_CNT_UNTRACKED_READS];
-    metrics_.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN];
-    if (!opts_.cgroups.empty()) {
-      metrics_.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE];
-      metrics_.cgroup_filtered["no_reader"] = counters[NETLATD_CNT_CGROUP_NO_READER];
-    }
-    metrics_.tcp_bytes["read"] = counters[NETLATD_CNT_TCP_BYTES_READ];
-    metrics_.tcp_bytes["skipped"] = counters[NETLATD_CNT_TCP_BYTES_SKIPPED];
     metrics_.tcp_bytes["reported"] += metrics_delta_.tcp_bytes();
-    metrics_.hook_misses = misses;
+    losses_.publish(metrics_);
   }
   metrics_delta_.reset();
 }
@@ -339,50 +299,18 @@ void Service::end_interval(bool final) {
   // may still be filling it).
   for (int polls = 0; tracer_->poll(0) >= Tracer::kPollBudget && final && polls < 64; polls++)
     continue;
-  auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
-  expired_inflight_ += sweep.expired_inflight;
-  expired_unread_ += sweep.expired_unread;
-  auto drops = tracer_->drop_totals();
-  auto counters = tracer_->counter_totals();
+  const auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
+  losses_.add_expired(sweep.expired_inflight, sweep.expired_unread);
+  losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
   IntervalReport r;
   r.start = interval_start_wall_;
   r.end = std::chrono::system_clock::now();
   r.data = &agg_;
   r.cgroup_names = &cgroup_names_;
   r.final = final;
-  for (int i = 0; i < NETLATD_DROP_COUNT; i++)
-    r.drops[drop_name(i)] = drops[i] - prev_drops_[i];
-  r.drops["unjoined_expired"] = sweep.expired_inflight;
-  r.drops["unread_expired"] = sweep.expired_unread;
-  const uint64_t sd = sink_dropped();
-  r.drops["output_dropped"] = sd - prev_sink_dropped_;
-  r.drops["outliers_rate_limited"] = outliers_suppressed_ - prev_outliers_suppressed_;
-  r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
-  r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
-  r.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN] - prev_counters_[NETLATD_CNT_QUEUE_UNSEEN];
-  if (!opts_.cgroups.empty()) {
-    r.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE] - prev_counters_[NETLATD_CNT_CGROUP_OUTSIDE];
-    r.cgroup_filtered["no_reader"] =
-        counters[NETLATD_CNT_CGROUP_NO_READER] - prev_counters_[NETLATD_CNT_CGROUP_NO_READER];
-  }
-  r.tcp_bytes_read = counters[NETLATD_CNT_TCP_BYTES_READ] - prev_counters_[NETLATD_CNT_TCP_BYTES_READ];
-  r.tcp_bytes_skipped = counters[NETLATD_CNT_TCP_BYTES_SKIPPED] - prev_counters_[NETLATD_CNT_TCP_BYTES_SKIPPED];
-  const auto misses = tracer_->hook_misses();
-  for (const auto &[hook, n] : misses)
-    r.hook_misses[hook] = n - prev_hook_misses_[hook];
-  prev_hook_misses_ = misses;
-  if (plan_.has(Point::NapiPoll))
-    r.napi = NapiStats{counters[NETLATD_CNT_NAPI_POLLS] - prev_counters_[NETLATD_CNT_NAPI_POLLS],
-                       counters[NETLATD_CNT_NAPI_PACKETS] - prev_counters_[NETLATD_CNT_NAPI_PACKETS],
-                       counters[NETLATD_CNT_NAPI_BUDGET_FULL] - prev_counters_[NETLATD_CNT_NAPI_BUDGET_FULL]};
-  prev_counters_ = counters;
-  prev_drops_ = drops;
-  prev_sink_dropped_ = sd;
-  prev_outliers_suppressed_ = outliers_suppressed_;
+  losses_.end_interval(r);
   total_packets_ += agg_.packets();
-  total_lost_ = expired_inflight_ + expired_unread_;
-  for (uint64_t d : drops)
-    total_lost_ += d;
+  total_lost_ = losses_.total_lost();
   const double seconds = std::chrono::duration<double>(r.end - r.start).count();
   last_rate_ = seconds > 0 ? static_cast<double>(agg_.packets()) / seconds : 0;
   last_p99_total_ = agg_.stage(Stage::Total).percentile(99);
@@ -391,8 +319,7 @@ void Service::end_interval(bool final) {
   publish_metrics();
   interval_start_wall_ = r.end;
   mono_to_real_ = choose_realtime_offset(mono_to_real_, measure_realtime_offset(clock_ns));
-  const int64_t now = clock_ns(CLOCK_MONOTONIC);
-  next_report_ = now + interval_ns_;
+  loop_.set_due(report_timer_, clock_ns(CLOCK_MONOTONIC) + interval_ns_);
   if (!final)
     set_status();
 }
@@ -477,7 +404,7 @@ void Service::apply(Options next) {
     const int64_t old_ns = interval_ns_;
     interval_ns_ = static_cast<int64_t>(std::llround(next.interval_s * 1e9));
     // The running interval ends at its start plus the new length, or now.
-    next_report_ = std::max(clock_ns(CLOCK_MONOTONIC), next_report_ - old_ns + interval_ns_);
+    loop_.set_due(report_timer_, std::max(clock_ns(CLOCK_MONOTONIC), loop_.due(report_timer_) - old_ns + interval_ns_));
   }
   if (next.format != opts_.format)
     changed.push_back(std::string("format ") + (next.format == OutputFormat::Json ? "json" : "text"));
@@ -552,19 +479,6 @@ int Service::run() {
   if (opts_.demo)
     demo_ = std::make_unique<DemoTraffic>(opts_.ports.front());
 
-  Fd ep(epoll_create1(EPOLL_CLOEXEC));
-  auto watch = [&](int fd) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    if (epoll_ctl(ep.get(), EPOLL_CTL_ADD, fd, &ev) != 0)
-      throw Error(ExitCode::Software, std::string("epoll_ctl: ") + std::strerror(errno));
-  };
-  watch(sigfd_.get());
-  watch(tracer_->ring_epoll_fd());
-  if (follower_.link_fd() >= 0)
-    watch(follower_.link_fd());
-
   if (!live)
     spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
   if (traces_several_ifaces(opts_.ifaces))
@@ -579,46 +493,26 @@ int Service::run() {
   notifier_.ready();
   set_status();
 
-  // Fed from this loop, so a stuck drain loop is what the watchdog catches.
-  const int64_t watchdog_period =
-      notifier_.watchdog_interval().count() > 0 ? notifier_.watchdog_interval().count() * 1000 / 2 : 0;
-  int64_t next_watchdog = clock_ns(CLOCK_MONOTONIC);
-  if (watchdog_period)
-    spdlog::info("systemd watchdog: fed every {}", format_duration(static_cast<uint64_t>(watchdog_period)));
-
   interval_ns_ = static_cast<int64_t>(std::llround(opts_.interval_s * 1e9));
-  // 0 = run until signalled.
-  const int64_t stop_at = opts_.duration_s ? clock_ns(CLOCK_MONOTONIC) + static_cast<int64_t>(*opts_.duration_s * 1e9) : 0;
   interval_start_wall_ = std::chrono::system_clock::now();
-  next_report_ = clock_ns(CLOCK_MONOTONIC) + interval_ns_;
-  prev_drops_ = tracer_->drop_totals();
-  prev_counters_ = tracer_->counter_totals();
-  int64_t next_iface_check = clock_ns(CLOCK_MONOTONIC) + kSecond;
-  int64_t next_publish = 0;
-  bool behind = false;
+  losses_.start(read_kernel_counts(*tracer_));
+  const int64_t now = clock_ns(CLOCK_MONOTONIC);
 
-  for (;;) {
-    int64_t now = clock_ns(CLOCK_MONOTONIC);
-    int64_t wake = std::min<int64_t>(next_report_, now + kSecond / 10);  // drain at least every 100 ms
-    if (stop_at)
-      wake = std::min(wake, stop_at);
-    if (watchdog_period)
-      wake = std::min(wake, next_watchdog);
-    // Records left in the ring by the last poll's budget: no waiting.
-    int timeout_ms = behind ? 0 : static_cast<int>(std::max<int64_t>(0, (wake - now + 999999) / 1000000));
-    epoll_event events[8];
-    int n = epoll_wait(ep.get(), events, 8, timeout_ms);
-    if (n < 0 && errno != EINTR)
-      throw Error(ExitCode::Software, std::string("epoll_wait: ") + std::strerror(errno));
-    behind = tracer_->poll(0) >= Tracer::kPollBudget;
-    for (int i = 0; i < n; i++)
-      if (events[i].data.fd == follower_.link_fd() && follower_.on_link_events(opts_.ifaces, opts_.irqs)) {
+  // What is watched, and what each event does. The ring is drained after
+  // every wait; a poll that spent its budget (Tracer::kPollBudget) leaves
+  // the next wait no time, so a flood cannot hold off signals and timers.
+  loop_.drain([this] { return tracer_->poll(0) >= Tracer::kPollBudget; });
+  loop_.watch(tracer_->ring_epoll_fd(), nullptr);
+  if (follower_.link_fd() >= 0)
+    loop_.watch(follower_.link_fd(), [this] {
+      if (follower_.on_link_events(opts_.ifaces, opts_.irqs)) {
         use_interfaces();
         set_status();
       }
-
-    bool stop = false;
+    });
+  loop_.watch(sigfd_.get(), [this] {
     signalfd_siginfo si{};
+    bool stop = false;
     while (read(sigfd_.get(), &si, sizeof(si)) == sizeof(si)) {
       if (si.ssi_signo == SIGHUP) {
         reload();
@@ -627,48 +521,41 @@ int Service::run() {
         stop = true;
       }
     }
-    now = clock_ns(CLOCK_MONOTONIC);
-    if (stop_at && now >= stop_at)
-      stop = true;
-    if (stop) {
-      notifier_.stopping();
-      end_interval(true);
-      break;
+    if (stop)
+      loop_.stop();
+  });
+  if (opts_.duration_s)  // without: until signalled
+    loop_.at(now + static_cast<int64_t>(*opts_.duration_s * 1e9), [this](int64_t) { loop_.stop(); });
+  report_timer_ = loop_.at(now + interval_ns_, [this](int64_t) { end_interval(false); });
+  // The fallback for link events rtnetlink did not deliver.
+  loop_.every(kSecond, now + kSecond, [this] {
+    if (follower_.check(opts_.ifaces, opts_.irqs)) {
+      use_interfaces();
+      set_status();
     }
-    if (now >= next_report_)
-      end_interval(false);
-    if (now >= next_iface_check) {
-      if (follower_.check(opts_.ifaces, opts_.irqs)) {
-        use_interfaces();
-        set_status();
-      }
-      next_iface_check = now + kSecond;
-    }
-    if (now >= next_publish) {
-      publish_metrics();
-      next_publish = now + kSecond / 10;
-    }
-    if (watchdog_period && now >= next_watchdog) {
-      notifier_.watchdog();
-      next_watchdog = now + watchdog_period;
-    }
+  });
+  loop_.every(kSecond / 10, 0, [this] { publish_metrics(); });
+  // Fed from this loop, so a stuck drain loop is what the watchdog catches.
+  const int64_t watchdog_period = notifier_.watchdog_interval().count() * 1000 / 2;
+  if (watchdog_period > 0) {
+    spdlog::info("systemd watchdog: fed every {}", format_duration(static_cast<uint64_t>(watchdog_period)));
+    loop_.every(watchdog_period, now, [this] { notifier_.watchdog(); });
   }
+  loop_.run();
+  notifier_.stopping();
+  end_interval(true);
+
   // The endpoint answers one request per connection (`Connection: close`)
   // and its thread watches the stop eventfd in every wait, so stopping waits
   // at most for a render in progress; on a thread of its own, even that
   // overlaps with the detach below.
   std::thread stop_metrics([server = std::move(metrics_server_)]() mutable { server.reset(); });
   demo_.reset();
-  auto c = tracer_->counter_totals();
-  auto d = tracer_->drop_totals();
-  std::vector<std::string> losses;
-  for (size_t i = 0; i < d.size(); i++)
-    if (d[i])
-      losses.push_back(fmt::format("{} {}", drop_name(static_cast<int>(i)), d[i]));
+  losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
   spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
                "losses: {}",
-               c[NETLATD_CNT_MATCHED], c[NETLATD_CNT_QUEUED], c[NETLATD_CNT_EMITTED],
-               losses.empty() ? std::string("none") : fmt::format("{}", fmt::join(losses, ", ")));
+               losses_.counter(NETLATD_CNT_MATCHED), losses_.counter(NETLATD_CNT_QUEUED),
+               losses_.counter(NETLATD_CNT_EMITTED), losses_.summary());
   tracer_.reset();
   if (!sink_->flush(500))
     spdlog::warn("output {} did not take the last lines within 500 ms; {} lines dropped in all",
