@@ -42,6 +42,20 @@
 namespace netlatd {
 namespace {
 
+// The --cgroup directories; one that names no cgroup is a usage error,
+// given before anything is opened or logged.
+std::vector<std::string> kept_cgroup_dirs(const Options &opts) {
+  std::vector<std::string> dirs;
+  for (const std::string &c : opts.cgroups) {
+    try {
+      dirs.push_back(cgroup_directory(c, cgroup2_root()).string());
+    } catch (const std::invalid_argument &e) {
+      throw Error(ExitCode::Usage, std::string("--cgroup: ") + e.what());
+    }
+  }
+  return dirs;
+}
+
 int64_t clock_ns(clockid_t id) {
   timespec ts{};
   clock_gettime(id, &ts);
@@ -449,15 +463,7 @@ void Service::apply(Options next) {
 }
 
 int Service::run() {
-  // A --cgroup naming no cgroup fails the start before anything is opened.
-  std::vector<std::string> cgroup_dirs;
-  for (const std::string &c : opts_.cgroups) {
-    try {
-      cgroup_dirs.push_back(cgroup_directory(c, cgroup2_root()).string());
-    } catch (const std::invalid_argument &e) {
-      throw Error(ExitCode::Usage, std::string("--cgroup: ") + e.what());
-    }
-  }
+  std::vector<std::string> cgroup_dirs = kept_cgroup_dirs(opts_);
   // Bound before anything is attached: a busy port fails the start with
   // nothing to undo.
   metrics_server_ = start_metrics(opts_.metrics_listen);
@@ -527,11 +533,19 @@ int Service::run() {
   if (opts_.duration_s)  // without: until signalled
     loop_.at(now + static_cast<int64_t>(*opts_.duration_s * 1e9), [this](int64_t) { loop_.stop(); });
   report_timer_ = loop_.at(now + interval_ns_, [this](int64_t) { end_interval(false); });
-  // The fallback for link events rtnetlink did not deliver.
+  // The fallback for link events rtnetlink did not deliver; and the kept
+  // cgroups, one of which a restarted unit may have made again.
   loop_.every(kSecond, now + kSecond, [this] {
     if (follower_.check(opts_.ifaces, opts_.irqs)) {
       use_interfaces();
       set_status();
+    }
+    for (const Tracer::CgroupChange &c : tracer_->refresh_cgroup_filters()) {
+      const std::string &path = opts_.cgroups.at(c.index);  // a reload cannot change them
+      if (c.what == Tracer::CgroupChange::Gone)
+        spdlog::warn("--cgroup {}: removed; no reader's records are kept for it until it is made again", path);
+      else
+        spdlog::info("--cgroup {}: made again, following the new cgroup", path);
     }
   });
   loop_.every(kSecond / 10, 0, [this] { publish_metrics(); });
@@ -568,6 +582,7 @@ int Service::run() {
 }  // namespace
 
 int run_daemon(const Options &opts) {
+  kept_cgroup_dirs(opts);
   require_privileges();
   Fd netns(open_netns(opts.netns));
   std::map<std::string, uint32_t> ids;

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -163,6 +164,9 @@ struct Tracer::Impl {
   int ncpus = 1;
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching;   // keys in `watch`: netns, ifindex, vlan
+  // --cgroup: each kept directory and the inode of the cgroup the map holds
+  // for it (0: the directory was gone when last looked at).
+  std::vector<std::pair<std::string, uint64_t>> cgroup_held;
 
   ~Impl() {
     if (ring)
@@ -275,13 +279,15 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     const int dir = ::open(config.cgroup_dirs[i].c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dir < 0)
       throw Error(ExitCode::Usage, "--cgroup: cannot open " + config.cgroup_dirs[i] + ": " + errno_text(errno));
+    struct stat st{};
     const __u32 value = static_cast<__u32>(dir);
-    const int err = bpf_map_update_elem(bpf_map__fd(skel->maps.cgroup_filter), &i, &value, BPF_ANY);
+    const int err = ::fstat(dir, &st) != 0 ? -1 : bpf_map_update_elem(bpf_map__fd(skel->maps.cgroup_filter), &i, &value, BPF_ANY);
     const int saved = errno;
     ::close(dir);
     if (err)
       throw Error(ExitCode::Unavailable,
                   "--cgroup: the kernel refused cgroup " + config.cgroup_dirs[i] + ": " + errno_text(saved));
+    impl_->cgroup_held.emplace_back(config.cgroup_dirs[i], st.st_ino);
   }
 
   for (bpf_program *p : chosen) {
@@ -312,6 +318,37 @@ Tracer::~Tracer() {
   for (bpf_link *l : links_)
     bpf_link__destroy(l);
   links_.clear();
+}
+
+std::vector<Tracer::CgroupChange> Tracer::refresh_cgroup_filters() {
+  std::vector<CgroupChange> changes;
+  for (__u32 i = 0; i < impl_->cgroup_held.size(); i++) {
+    auto &[dir, held] = impl_->cgroup_held[i];
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct stat st{};
+    if (fd < 0 || ::fstat(fd, &st) != 0) {
+      // Gone: the map keeps the removed cgroup, which no task can join, so
+      // nothing is kept until it comes back (a restarted unit's new one).
+      if (fd >= 0)
+        ::close(fd);
+      if (held != 0)
+        changes.push_back({i, CgroupChange::Gone});
+      held = 0;
+      continue;
+    }
+    if (static_cast<uint64_t>(st.st_ino) == held) {
+      ::close(fd);
+      continue;
+    }
+    const __u32 value = static_cast<__u32>(fd);
+    const int err = bpf_map_update_elem(bpf_map__fd(impl_->skel->maps.cgroup_filter), &i, &value, BPF_ANY);
+    ::close(fd);
+    if (err == 0) {
+      held = st.st_ino;
+      changes.push_back({i, CgroupChange::Followed});
+    }
+  }
+  return changes;
 }
 
 void Tracer::set_target(const TraceTarget &t) {

@@ -75,6 +75,16 @@ public:
   int poll(int timeout_ms);
   int ring_epoll_fd() const;
 
+  // --cgroup: a kept cgroup removed and made again under the same path (a
+  // restarted systemd unit or container) is a new cgroup; the kernel's map
+  // still holds the removed one. Looks at each kept path (an open and a
+  // stat each) and holds the cgroup now there. Returns what changed.
+  struct CgroupChange {
+    size_t index;  // in TracerConfig::cgroup_dirs
+    enum { Gone, Followed } what;
+  };
+  std::vector<CgroupChange> refresh_cgroup_filters();
+
   size_t programs_attached() const { return links_.size(); }
   std::array<uint64_t, NETLATD_DROP_COUNT> drop_totals() const;
   std::array<uint64_t, NETLATD_CNT_COUNT> counter_totals() const;

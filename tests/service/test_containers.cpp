@@ -287,3 +287,46 @@ TEST_CASE("containers: a --cgroup that names no cgroup exits 64 with one line", 
         std::string::npos);
   CHECK(e.err.find("error") == e.err.rfind("error"));  // one error line
 }
+
+// A restarted unit or container gets a new cgroup under the same path: the
+// kept one is followed, and the new cgroup's readers are kept as the old
+// one's were; while the path is gone nobody's records are kept.
+TEST_CASE("containers: --cgroup follows a kept cgroup removed and made again", "[service][cgroup]") {
+  if (auto why = why_no_cgroups(); !why.empty())
+    SKIP(why);
+  const std::string kept = "/netlatd-test-" + std::to_string(::getpid()) + "-restart.scope";
+  TestCgroups cgroups(netlatd::cgroup2_root());
+  cgroups.make(kept);
+  const uint16_t port = free_port();
+  const int n_before = 10, n_after = 15;
+  Daemon nl({NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(port), "--interval", "60", "--by", "dport",
+             "--cgroup", kept});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+
+  auto read_in_kept = [&](int n) {
+    ReaderApp reader("", "udp", {"--port", std::to_string(port), "--bind", "127.0.0.1", "--expect",
+                                 std::to_string(n), "--idle-ms", "3000"});
+    cgroups.move(reader.pid(), kept);
+    REQUIRE(cgroup_of(reader.pid()) == kept);
+    send_udp("", 4, "127.0.0.1", port, n, 64, 1000);
+    INFO(reader.output());
+    REQUIRE(reader.finish(5000));
+  };
+  read_in_kept(n_before);
+  // The unit restarts: its cgroup goes (empty now), a new one comes.
+  cgroups.remove(kept);
+  cgroups.make(kept);
+  // The daemon looks at the kept paths once a second.
+  eventually(5000, [&] { return nl->err().find("following the new cgroup") != std::string::npos; });
+  read_in_kept(n_after);
+
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(5000));
+  CHECK(nl->exit().code == 0);
+  const json j = last_interval(nl->exit().out);
+  INFO(j.dump());
+  CHECK(j["packets"] == n_before + n_after);
+  CHECK(j["cgroup_filtered"]["outside"] == 0);
+  CHECK(nl->exit().err.find("--cgroup " + kept + ": made again, following the new cgroup") != std::string::npos);
+}
