@@ -40,13 +40,13 @@ from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, ju
 ALL_PHASES = ("bare", "e2e", "reader_first")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked",)),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked",)),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -109,6 +109,8 @@ PHASES = {
     # A VLAN and a bond over veths to a peer namespace in the guest, traced
     # by name; the guest makes the traffic.
     "stacked": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines), True),
+    # The same in a namespace of its own, netlatd outside it with --netns.
+    "stacked_netns": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines, netns=True), True),
 }
 
 

@@ -269,10 +269,11 @@ def parse_reads(line):
 STACKED = dict(tagged=(40, 100, "va.100"), untagged=(30, 60, None), bonded=(40, 140, "bond0"))
 
 
-def judge_stacked(v, lines):
+def judge_stacked(v, lines, netns=False):
     """A VLAN and a bond over veths, traced by their names: each datagram
     once under the upper device's name; the VLAN's lower device's untagged
-    datagrams not at all."""
+    datagrams not at all. `netns`: they are in another namespace, traced
+    with --netns (the devices below found from its links)."""
     setup = marker(lines, "STACKED-SETUP")
     v.check(setup is not None and setup.startswith("ok"), f"the guest made the VLAN and the bond ({setup})")
     res = next((l for l in lines if l.startswith("nlrx: result ")), None)
@@ -284,6 +285,11 @@ def judge_stacked(v, lines):
     stderr, _ = section(lines, "NETLATD-STDERR")
     v.check(any("va.100: its packets arrive first on va" in l for l in stderr or []),
             "netlatd said where the VLAN's packets arrive first")
+    v.check(any("bond0: its packets arrive first on vb" in l for l in stderr or []),
+            "netlatd said where the bond's packets arrive first")
+    if netns:
+        v.check(any("tracing in network namespace" in l for l in stderr or []),
+                "netlatd traced them in the other namespace (--netns)")
     records = json_records(v, lines)
     intervals = [r for r in records if r.get("type") == "interval"]
     timelines = [r for r in records if r.get("type") == "outlier"]
