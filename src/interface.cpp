@@ -190,14 +190,16 @@ std::vector<LinkEvent> dump_links(int netns_fd) {
     std::vector<LinkEvent> links;
     LinkBatchEnd end;
     // A dump part holds at most 32 KiB (the kernel's skb for it).
-    alignas(nlmsghdr) static thread_local char buf[65536];
+    std::vector<nlmsghdr> space(65536 / sizeof(nlmsghdr));
+    char *buf = reinterpret_cast<char *>(space.data());
+    const size_t buf_size = space.size() * sizeof(nlmsghdr);
     while (!end.done) {
-      const ssize_t n = recv(fd.get(), buf, sizeof(buf), MSG_TRUNC);
+      const ssize_t n = recv(fd.get(), buf, buf_size, MSG_TRUNC);
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
         throw std::system_error(errno, std::generic_category(), "rtnetlink link dump");
-      if (static_cast<size_t>(n) > sizeof(buf))
+      if (static_cast<size_t>(n) > buf_size)
         throw std::system_error(EMSGSIZE, std::generic_category(), "rtnetlink link dump");
       auto batch = parse_link_messages(buf, static_cast<size_t>(n), &end);
       if (end.error != 0)
