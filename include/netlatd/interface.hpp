@@ -1,6 +1,7 @@
 #pragma once
-// What netlatd needs to know of a network interface, read from sysfs/procfs,
-// and the rtnetlink notifications that tell when it goes away and comes back.
+// What netlatd needs to know of a network interface, read from sysfs/procfs
+// (and, for another namespace's, from rtnetlink and ethtool asked there), and
+// the rtnetlink notifications that tell when it goes away and comes back.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
