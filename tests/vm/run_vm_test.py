@@ -29,8 +29,8 @@ import time
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
-from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, judge_receiver, judge_stacked, phase_lines,
-                      section)
+from vm_judge import (Verdict, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd, judge_receiver,
+                      judge_stacked, phase_lines, section)
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
@@ -174,6 +174,8 @@ def judge_run(args, ctx, guest, sent, started):
             continue
         PHASES[phase].judge(v, lines, sent.get(phase), ctx)
     v.prefix = ""
+    if not args.no_netlatd:
+        judge_check_netns(v, guest.lines, ctx.guest)
     boot_s = arrival(guest, MARK + "ETH0", started)
     timing = ", ".join(f"{p} {arrival(guest, f'{MARK}PHASE-END {p}', started) or 0:.1f} s" for p in args.phases)
     log(f"SUMMARY {args.guest}: eth0 up {boot_s or 0:.1f} s after qemu started; phases ended at: {timing}")

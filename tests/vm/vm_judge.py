@@ -122,6 +122,24 @@ def judge_receiver(v, lines, sent):
     return got
 
 
+def judge_check_netns(v, lines, guest):
+    """The NIC moved into a namespace of its own: netlatd --check --netns
+    counts the same IRQ lines, found under its PCI address."""
+    out, end = section(lines, "CHECK-NETNS")
+    v.check(end is not None and end.endswith("rc=0"), f"netlatd --check --netns exited 0 ({end})")
+    rows = check_irq_lines(out)
+    counted = [r for r in rows if r["counted"]]
+    log("IRQ lines --check --netns found: " + "; ".join(
+        f"{r['irq']} {r['name']} {'counted' if r['counted'] else 'not counted'} ({r['role']}, {r['found_by']})"
+        for r in rows))
+    v.check([r["name"] for r in counted] == guest["counted_irq_names"],
+            f"--check --netns counts the IRQ lines {guest['counted_irq_names']} ({[r['name'] for r in counted]})")
+    last = "/" + guest["irq_found_by"].rsplit("/", 1)[1]
+    v.check(bool(counted) and all(r["found_by"].startswith("/sys/bus/pci/devices/") and r["found_by"].endswith(last)
+                                  for r in counted),
+            f"--check --netns found them in /sys/bus/pci/devices/ADDR{last} ({[r['found_by'] for r in counted]})")
+
+
 def judge_irq_activity(v, lines, irq_rows):
     """How often each of the NIC's lines fired during the traffic; the
     counted ones must have."""
