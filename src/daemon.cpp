@@ -593,9 +593,9 @@ int run_daemon(const Options &opts) {
       throw Error(ExitCode::NoInterface, "no such interface '" + t.name + "'" +
                                              (opts.netns.empty() ? "" : " in network namespace " + opts.netns));
   if (netns.get() >= 0)
-    spdlog::info("tracing in network namespace {} ({}); its IRQ lines {}and devices below a bond or VLAN are not "
-                 "looked up there (this process's sysfs shows its own namespace)",
-                 opts.netns, netns_path(opts.netns), opts.irqs.empty() ? "(give them with --irq) " : "");
+    spdlog::info("tracing in network namespace {} ({}); its interfaces and the devices below them are looked up "
+                 "there (rtnetlink), their IRQ lines {}",
+                 opts.netns, netns_path(opts.netns), opts.irqs.empty() ? "through their PCI devices" : "as --irq gives");
   if (traced.empty())
     throw Error(ExitCode::NoInterface, opts.ifaces.front() == "irq" ? "--iface irq: no interface has IRQ lines"
                                                                      : "--iface all: no interface");

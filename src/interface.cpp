@@ -1,7 +1,10 @@
 #include "netlatd/interface.hpp"
 
 #include <fcntl.h>
+#include <linux/ethtool.h>
+#include <linux/if_link.h>
 #include <linux/netlink.h>
+#include <linux/sockios.h>
 #include <linux/nsfs.h>
 #include <sys/ioctl.h>
 #include <linux/rtnetlink.h>
@@ -12,6 +15,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +25,7 @@
 #include <thread>
 
 #include "netlatd/errors.hpp"
+#include "netlatd/fd.hpp"
 
 namespace netlatd {
 namespace fs = std::filesystem;
@@ -54,13 +59,71 @@ uint32_t current_netns_inode() {
   return static_cast<uint32_t>(st.st_ino);
 }
 
-std::vector<LinkEvent> parse_link_messages(const void *data, size_t len) {
+namespace {
+
+// Attribute types carry NLA_F_NESTED / NLA_F_NET_BYTEORDER in their top bits
+// on some kernels and paths; the type is what is left.
+unsigned short attr_type(const rtattr *a) {
+  return static_cast<unsigned short>(a->rta_type & NLA_TYPE_MASK);
+}
+
+std::string attr_string(const rtattr *a) {
+  const char *s = static_cast<const char *>(RTA_DATA(a));
+  // NUL-terminated by the kernel; do not trust it to be.
+  return std::string(s, strnlen(s, RTA_PAYLOAD(a)));
+}
+
+template <typename T>
+std::optional<T> attr_value(const rtattr *a) {
+  if (RTA_PAYLOAD(a) < sizeof(T))
+    return std::nullopt;
+  T v;
+  std::memcpy(&v, RTA_DATA(a), sizeof(T));
+  return v;
+}
+
+// IFLA_LINKINFO: the kind, and for a VLAN its id from IFLA_INFO_DATA (whose
+// attributes mean what the kind says, so read once the kind is known).
+void parse_link_info(const rtattr *info, LinkEvent &e) {
+  const rtattr *data = nullptr;
+  int left = static_cast<int>(RTA_PAYLOAD(info));
+  for (auto *a = static_cast<const rtattr *>(RTA_DATA(info)); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
+    if (attr_type(a) == IFLA_INFO_KIND)
+      e.type = attr_string(a);
+    else if (attr_type(a) == IFLA_INFO_DATA)
+      data = a;
+  }
+  if (!data || e.type != "vlan")
+    return;
+  left = static_cast<int>(RTA_PAYLOAD(data));
+  for (auto *a = static_cast<const rtattr *>(RTA_DATA(data)); RTA_OK(a, left); a = RTA_NEXT(a, left))
+    if (attr_type(a) == IFLA_VLAN_ID)
+      e.vlan_id = attr_value<uint16_t>(a).value_or(0);
+}
+
+}  // namespace
+
+std::vector<LinkEvent> parse_link_messages(const void *data, size_t len, LinkBatchEnd *end) {
   std::vector<LinkEvent> events;
   // NLMSG_OK/NLMSG_NEXT take an int length; a datagram is far below INT_MAX.
   int left = static_cast<int>(std::min<size_t>(len, 1u << 30));
   for (auto *h = static_cast<const nlmsghdr *>(data); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
-    if (h->nlmsg_type == NLMSG_DONE)
+    if (end && (h->nlmsg_flags & NLM_F_DUMP_INTR))
+      end->interrupted = true;
+    if (h->nlmsg_type == NLMSG_DONE) {
+      if (end)
+        end->done = true;
       break;
+    }
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      if (end && h->nlmsg_len >= NLMSG_LENGTH(sizeof(int))) {
+        int err = 0;
+        std::memcpy(&err, NLMSG_DATA(h), sizeof(err));
+        // Negative errno; 0 acknowledges. INT_MIN has no positive.
+        end->error = err < 0 && err != INT_MIN ? -err : err == 0 ? 0 : EPROTO;
+      }
+      continue;
+    }
     if (h->nlmsg_type != RTM_NEWLINK && h->nlmsg_type != RTM_DELLINK)
       continue;
     if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg)))
@@ -71,15 +134,113 @@ std::vector<LinkEvent> parse_link_messages(const void *data, size_t len) {
     e.ifindex = static_cast<uint32_t>(ifi->ifi_index);
     int attr_left = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
     for (auto *a = IFLA_RTA(ifi); RTA_OK(a, attr_left); a = RTA_NEXT(a, attr_left)) {
-      if (a->rta_type != IFLA_IFNAME)
-        continue;
-      const char *name = static_cast<const char *>(RTA_DATA(a));
-      // The name is NUL-terminated by the kernel; do not trust it to be.
-      e.name.assign(name, strnlen(name, RTA_PAYLOAD(a)));
+      switch (attr_type(a)) {
+      case IFLA_IFNAME:
+        e.name = attr_string(a);
+        break;
+      case IFLA_MASTER:
+        e.master = attr_value<uint32_t>(a).value_or(0);
+        break;
+      case IFLA_LINK:
+        e.link = attr_value<uint32_t>(a).value_or(0);
+        break;
+      case IFLA_LINK_NETNSID:
+        e.link_netnsid = attr_value<int32_t>(a);
+        break;
+      case IFLA_LINKINFO:
+        parse_link_info(a, e);
+        break;
+      default:
+        break;
+      }
     }
     events.push_back(std::move(e));
   }
   return events;
+}
+
+std::vector<LinkEvent> dump_links(int netns_fd) {
+  int made = -1;
+  int err = 0;
+  in_network_namespace(netns_fd, [&] {
+    made = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+    err = errno;  // errno is the thread's own
+  });
+  if (made < 0)
+    throw std::system_error(err, std::generic_category(), "rtnetlink socket");
+  const Fd fd(made);
+  // The kernel answers at once; a bound keeps a lookup from ever hanging.
+  timeval timeout{2, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  // A dump the links changed under (NLM_F_DUMP_INTR) may miss or repeat one.
+  for (uint32_t attempt = 1; attempt <= 4; ++attempt) {
+    struct {
+      nlmsghdr h;
+      ifinfomsg ifi;
+    } request{};
+    request.h.nlmsg_len = sizeof(request);
+    request.h.nlmsg_type = RTM_GETLINK;
+    request.h.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    request.h.nlmsg_seq = attempt;
+    request.ifi.ifi_family = AF_UNSPEC;
+    sockaddr_nl kernel{};
+    kernel.nl_family = AF_NETLINK;
+    if (sendto(fd.get(), &request, sizeof(request), 0, reinterpret_cast<sockaddr *>(&kernel), sizeof(kernel)) < 0)
+      throw std::system_error(errno, std::generic_category(), "rtnetlink link dump request");
+    std::vector<LinkEvent> links;
+    LinkBatchEnd end;
+    // A dump part holds at most 32 KiB (the kernel's skb for it).
+    std::vector<nlmsghdr> space(65536 / sizeof(nlmsghdr));
+    char *buf = reinterpret_cast<char *>(space.data());
+    const size_t buf_size = space.size() * sizeof(nlmsghdr);
+    while (!end.done) {
+      const ssize_t n = recv(fd.get(), buf, buf_size, MSG_TRUNC);
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n < 0)
+        throw std::system_error(errno, std::generic_category(), "rtnetlink link dump");
+      if (static_cast<size_t>(n) > buf_size)
+        throw std::system_error(EMSGSIZE, std::generic_category(), "rtnetlink link dump");
+      auto batch = parse_link_messages(buf, static_cast<size_t>(n), &end);
+      if (end.error != 0)
+        throw std::system_error(end.error, std::generic_category(), "rtnetlink link dump");
+      links.insert(links.end(), std::make_move_iterator(batch.begin()), std::make_move_iterator(batch.end()));
+    }
+    if (!end.interrupted)
+      return links;
+  }
+  throw std::system_error(EAGAIN, std::generic_category(), "rtnetlink link dump interrupted 4 times");
+}
+
+int ethtool_socket(int netns_fd) {
+  int made = -1;
+  int err = 0;
+  in_network_namespace(netns_fd, [&] {
+    // Any socket reaches the device ioctls; a namespace may lack IPv4.
+    made = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (made < 0)
+      made = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    err = errno;
+  });
+  if (made < 0)
+    throw std::system_error(err, std::generic_category(), "socket for SIOCETHTOOL");
+  return made;
+}
+
+std::optional<DriverInfo> driver_info(int ethtool_fd, const std::string &ifname) {
+  if (ifname.empty() || ifname.size() >= IFNAMSIZ)
+    return std::nullopt;
+  ethtool_drvinfo drv{};
+  drv.cmd = ETHTOOL_GDRVINFO;
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, ifname.data(), ifname.size());
+  ifr.ifr_data = reinterpret_cast<char *>(&drv);
+  if (ioctl(ethtool_fd, SIOCETHTOOL, &ifr) != 0)
+    return std::nullopt;  // lo, or a driver without ethtool: no device to find
+  DriverInfo info;
+  info.driver.assign(drv.driver, strnlen(drv.driver, sizeof(drv.driver)));
+  info.bus_info.assign(drv.bus_info, strnlen(drv.bus_info, sizeof(drv.bus_info)));
+  return info;
 }
 
 std::string netns_path(const std::string &spec) {

@@ -248,10 +248,8 @@ std::string handler_name(const InterruptsLine &l, const std::vector<std::string>
   return l.actions.size() == 1 ? l.actions.front() : "";
 }
 
-}  // namespace
-
-std::vector<IrqLine> find_irq_lines(const fs::path &root, const std::string &ifname, std::string_view proc_interrupts) {
-  const DeviceView dev = locate_device(root, ifname);
+// The lines of a device located, sysfs's and those its names give.
+std::vector<IrqLine> lines_of_device(const DeviceView &dev, std::string_view proc_interrupts) {
   std::map<int, IrqLine> found = lines_from_sysfs(dev);
   const auto table = parse_proc_interrupts(proc_interrupts);
   for (const InterruptsLine &l : table) {
@@ -287,6 +285,60 @@ std::vector<IrqLine> find_irq_lines(const fs::path &root, const std::string &ifn
     lines.push_back(std::move(line));
   }
   return lines;
+}
+
+}  // namespace
+
+std::vector<IrqLine> find_irq_lines(const fs::path &root, const std::string &ifname, std::string_view proc_interrupts) {
+  return lines_of_device(locate_device(root, ifname), proc_interrupts);
+}
+
+namespace {
+
+// A PCI address as ETHTOOL_GDRVINFO gives it is one path component; anything
+// else (a USB path "usb-0000:00:14.0-1", "platform", "N/A") is not looked up.
+bool is_bus_address(const std::string &s) {
+  return !s.empty() && s.size() < 64 && s[0] != '.' && s.find('/') == std::string::npos;
+}
+
+std::string driver_of(const fs::path &dev) {
+  std::error_code ec;
+  const fs::path drv = fs::read_symlink(dev / "driver", ec);
+  return ec ? "" : drv.filename().string();
+}
+
+}  // namespace
+
+std::vector<IrqLine> find_irq_lines_by_bus(const fs::path &root, const std::string &ifname, const DriverInfo &driver,
+                                           std::string_view proc_interrupts) {
+  DeviceView view;
+  view.owners.push_back(ifname);
+  if (!is_bus_address(driver.bus_info))
+    return {};
+  const std::string logical = "/sys/bus/pci/devices/" + driver.bus_info;
+  std::error_code ec;
+  const fs::path pci = fs::canonical(root / logical.substr(1), ec);
+  if (ec)
+    return {};
+  // has_device stays false: a PCI device has its IRQ files, and names alone
+  // could be another namespace's interface of the same name.
+  view.owners.push_back(pci.filename().string());
+  // virtio-net: the interface's driver drives virtio0, a child of the PCI
+  // device (whose driver is virtio-pci); its name is in the vectors' names.
+  if (!driver.driver.empty() && driver_of(pci) != driver.driver) {
+    for (const auto &e : fs::directory_iterator(pci, ec)) {
+      std::error_code dir_ec;
+      if (e.is_directory(dir_ec) && !e.is_symlink(dir_ec) && driver_of(e.path()) == driver.driver) {
+        view.owners.push_back(e.path().filename().string());
+        break;
+      }
+    }
+  }
+  if (has_irq_files(pci)) {
+    view.irq_dir = pci;
+    view.shown = logical;
+  }
+  return lines_of_device(view, proc_interrupts);
 }
 
 std::vector<IrqLine> irq_lines_given(const std::vector<int> &irqs, std::string_view proc_interrupts) {

@@ -188,10 +188,6 @@ void validate(const Options &o) {
     throw Error(ExitCode::Usage, "--iface is required (e.g. --iface eth0, --iface all)");
   if (const std::string why = iface_list_error(o.ifaces); !why.empty())
     throw Error(ExitCode::Usage, "--iface: " + why);
-  if (!o.netns.empty() && o.ifaces.size() == 1 && o.ifaces[0] == "irq")
-    throw Error(ExitCode::Usage,
-                "--iface irq cannot be used with --netns: another namespace's IRQ lines are not found; name the "
-                "interfaces (and give --irq)");
   if (!o.irqs.empty() && (o.ifaces.size() != 1 || is_iface_set_word(o.ifaces[0])))
     throw Error(ExitCode::Usage, "--irq names the IRQ lines of one interface: give exactly one --iface NAME with it");
   if (o.ports.empty() && !o.demo && !o.check)

@@ -4,10 +4,12 @@
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <system_error>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "netlatd/fd.hpp"
 #include "netlatd/options.hpp"
 
 namespace netlatd {
@@ -22,50 +24,65 @@ std::string read_text(const fs::path &p) {
   return s.str();
 }
 
-bool is_bond(const fs::path &root, const std::string &ifname) {
-  const std::string uevent = read_text(root / "sys/class/net" / ifname / "uevent");
-  return uevent.find("DEVTYPE=bond\n") != std::string::npos;
+const LinkEvent *link_named(const std::vector<LinkEvent> &links, const std::string &name) {
+  for (const LinkEvent &l : links)
+    if (l.name == name)
+      return &l;
+  return nullptr;
 }
 
-std::optional<uint16_t> vlan_of(const fs::path &root, const std::string &ifname) {
-  std::error_code ec;
-  const fs::path p = root / "proc/net/vlan" / ifname;
-  if (!fs::exists(p, ec))
+// A VLAN's id, for a link the 8021q module made with one (1-4094).
+std::optional<uint16_t> vlan_of(const LinkEvent &l) {
+  if (l.type != "vlan" || l.vlan_id == 0 || l.vlan_id > 4094)
     return std::nullopt;
-  return parse_vlan_id(read_text(p));
+  return l.vlan_id;
 }
 
-// The names behind the lower_* links of a device, sorted.
-std::vector<std::string> lower_links(const fs::path &root, const std::string &ifname) {
+// The devices right below a bond or VLAN, sorted by name: a bond's slaves
+// (their IFLA_MASTER), a VLAN's real device (its IFLA_LINK).
+std::vector<std::string> lower_names(const std::vector<LinkEvent> &links, const LinkEvent &upper) {
   std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto &e : fs::directory_iterator(root / "sys/class/net" / ifname, ec)) {
-    const std::string n = e.path().filename().string();
-    if (n.rfind("lower_", 0) == 0 && n.size() > 6)
-      names.push_back(n.substr(6));
+  if (upper.type == "vlan") {
+    for (const LinkEvent &l : links)
+      if (upper.link != 0 && l.ifindex == upper.link)
+        names.push_back(l.name);
+  } else {
+    for (const LinkEvent &l : links)
+      if (l.master == upper.ifindex)
+        names.push_back(l.name);
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
-void walk_lowers(const fs::path &root, const std::string &ifname, uint16_t vlan, int depth,
+void walk_lowers(const std::vector<LinkEvent> &links, const std::string &ifname, uint16_t vlan, int depth,
                  std::vector<LowerDevice> &out, std::string &problem) {
   // Stacks deeper than this do not exist in practice; a loop must not hang us.
   if (depth > 8) {
     problem = "devices below " + ifname + " are stacked more than 8 deep";
     return;
   }
-  const auto own_vlan = vlan_of(root, ifname);
+  const LinkEvent *self = link_named(links, ifname);
+  if (!self)
+    return;
+  const auto own_vlan = vlan_of(*self);
   if (own_vlan && vlan) {
     problem = ifname + " is a VLAN inside a VLAN (802.1ad); netlatd matches one tag";
     return;
   }
-  if (!own_vlan && !is_bond(root, ifname))
+  if (!own_vlan && self->type != "bond")
     return;
+  if (own_vlan && self->link_netnsid) {
+    // Its ifindex is another namespace's: which device, and that
+    // namespace's inode for the filter, are not known here.
+    problem = fmt::format("the real device of VLAN {} is in another network namespace (netnsid {})", ifname,
+                          *self->link_netnsid);
+    return;
+  }
   const uint16_t tag = own_vlan ? *own_vlan : vlan;
-  for (const std::string &lower : lower_links(root, ifname)) {
+  for (const std::string &lower : lower_names(links, *self)) {
     out.push_back({lower, tag});
-    walk_lowers(root, lower, tag, depth + 1, out, problem);
+    walk_lowers(links, lower, tag, depth + 1, out, problem);
   }
 }
 
@@ -80,66 +97,88 @@ std::vector<std::string> all_interface_names() {
 
 }  // namespace
 
-std::optional<uint16_t> parse_vlan_id(std::string_view text) {
-  const auto at = text.find("VID:");
-  if (at == std::string_view::npos)
-    return std::nullopt;
-  size_t i = at + 4;
-  while (i < text.size() && (text[i] == ' ' || text[i] == '\t'))
-    ++i;
-  unsigned v = 0;
-  size_t digits = 0;
-  for (; i < text.size() && text[i] >= '0' && text[i] <= '9' && digits < 5; ++i, ++digits)
-    v = v * 10 + static_cast<unsigned>(text[i] - '0');
-  if (digits == 0 || v == 0 || v > 4094)
-    return std::nullopt;
-  return static_cast<uint16_t>(v);
-}
-
-std::vector<LowerDevice> lower_devices(const fs::path &root, const std::string &ifname, std::string &problem) {
+std::vector<LowerDevice> lower_devices(const std::vector<LinkEvent> &links, const std::string &ifname,
+                                       std::string &problem) {
   std::vector<LowerDevice> out;
   problem.clear();
-  walk_lowers(root, ifname, 0, 0, out, problem);
+  walk_lowers(links, ifname, 0, 0, out, problem);
   if (!problem.empty())
     out.clear();  // a partial set would count some of the interface's packets
   return out;
 }
+
+namespace {
+
+// An interface of another namespace as its link dump and ethtool show it:
+// this process's sysfs has no entry for it, the bus device's entry is there.
+InterfaceInfo interface_there(const LinkEvent &link, int ethtool_fd, const std::vector<int> &irq_override,
+                              const std::string &interrupts) {
+  InterfaceInfo info;
+  info.name = link.name;
+  info.ifindex = link.ifindex;
+  const auto driver = ethtool_fd >= 0 ? driver_info(ethtool_fd, link.name) : std::nullopt;
+  if (driver)
+    info.driver = driver->driver;
+  info.irq_lines = !irq_override.empty() ? irq_lines_given(irq_override, interrupts)
+                   : driver             ? find_irq_lines_by_bus("/", link.name, *driver, interrupts)
+                                        : std::vector<IrqLine>{};
+  info.irqs = counted_irqs(info.irq_lines);
+  return info;
+}
+
+}  // namespace
 
 std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &ifaces,
                                                 const std::vector<int> &irq_override,
                                                 std::map<std::string, uint32_t> &ids,
                                                 std::vector<std::string> &left_out, int netns_fd) {
   const bool set_mode = ifaces.size() == 1 && is_iface_set_word(ifaces[0]);
+  const bool elsewhere = netns_fd >= 0;
   std::vector<TracedInterface> out;
-  std::vector<std::pair<uint32_t, std::string>> there;  // another namespace's interfaces
-  std::string interrupts;
-  if (netns_fd >= 0) {
-    there = interface_names(netns_fd);
-    if (!irq_override.empty())
-      interrupts = read_text("/proc/interrupts");
+  // The links with what they sit on, for the devices below a bond or VLAN;
+  // in another namespace also their names and indexes. There a failure is
+  // the caller's to report; here only the devices below go unknown.
+  std::vector<LinkEvent> links;
+  std::string no_links;
+  if (elsewhere) {
+    links = dump_links(netns_fd);
+  } else {
+    try {
+      links = dump_links();
+    } catch (const std::system_error &e) {
+      no_links = fmt::format("the devices below it cannot be looked up ({})", e.what());
+    }
   }
-  std::vector<std::string> names = set_mode ? all_interface_names() : ifaces;
-  if (netns_fd >= 0 && set_mode) {
+  std::string interrupts;
+  std::optional<Fd> ethtool;
+  if (elsewhere) {
+    interrupts = read_text("/proc/interrupts");
+    try {
+      ethtool.emplace(ethtool_socket(netns_fd));
+    } catch (const std::system_error &) {
+      // No socket there: no driver to ask, so no IRQ lines but --irq's.
+    }
+  }
+  const int ethtool_fd = ethtool ? ethtool->get() : -1;
+  auto info_of = [&](const std::string &name, const std::vector<int> &irqs) -> std::optional<InterfaceInfo> {
+    if (!elsewhere)
+      return lookup_interface(name, irqs);
+    const LinkEvent *l = link_named(links, name);
+    if (!l)
+      return std::nullopt;
+    return interface_there(*l, ethtool_fd, irqs, interrupts);
+  };
+  std::vector<std::string> names = set_mode && !elsewhere ? all_interface_names() : ifaces;
+  if (elsewhere && set_mode) {
     names.clear();
-    for (const auto &[index, name] : there)
-      names.push_back(name);
+    for (const LinkEvent &l : links)
+      names.push_back(l.name);
     std::sort(names.begin(), names.end());
   }
   for (const std::string &name : names) {
     TracedInterface t;
     t.name = name;
-    if (netns_fd < 0) {
-      t.info = lookup_interface(name, irq_override);
-    } else {
-      for (const auto &[index, n] : there)
-        if (n == name) {
-          t.info = InterfaceInfo{};
-          t.info->name = name;
-          t.info->ifindex = index;
-          t.info->irq_lines = irq_lines_given(irq_override, interrupts);
-          t.info->irqs = counted_irqs(t.info->irq_lines);
-        }
-    }
+    t.info = info_of(name, irq_override);
     if (set_mode && (!t.info || (ifaces[0] == "irq" && t.info->irqs.empty())))
       continue;
     if (auto id = ids.find(name); id != ids.end()) {
@@ -151,10 +190,14 @@ std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &
       left_out.push_back(name);
       continue;
     }
-    if (t.info && netns_fd < 0) {
-      for (const LowerDevice &d : lower_devices("/", name, t.problem)) {
-        // A device below reports its own IRQ lines: a bond's are its slaves'.
-        if (auto info = lookup_interface(d.name))
+    if (t.info && !no_links.empty()) {
+      t.problem = no_links;
+    } else if (t.info) {
+      for (const LowerDevice &d : lower_devices(links, name, t.problem)) {
+        // A device below reports its own IRQ lines: a bond's are its slaves'
+        // (--irq names the traced interface's only).
+        const auto info = info_of(d.name, {});
+        if (info)
           t.lowers.push_back({d, *info});
       }
     }

@@ -1,6 +1,7 @@
 #pragma once
-// What netlatd needs to know of a network interface, read from sysfs/procfs,
-// and the rtnetlink notifications that tell when it goes away and comes back.
+// What netlatd needs to know of a network interface, read from sysfs/procfs
+// (and, for another namespace's, from rtnetlink and ethtool asked there), and
+// the rtnetlink notifications that tell when it goes away and comes back.
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -88,16 +89,61 @@ std::vector<std::pair<uint32_t, std::string>> interface_names(int netns_fd = -1)
 // One link notification of this network namespace (RTM_NEWLINK / RTM_DELLINK).
 // A "new" one is also sent when an existing link changes (up, down, renamed),
 // so a consumer compares the index and name with what it already knows.
+// The same message answers a dump of the links (RTM_GETLINK): then it also
+// says what the link is and what it sits on, for the devices below a bond or
+// a VLAN (src/watch.cpp).
 struct LinkEvent {
   enum class Kind { New, Deleted };
   Kind kind = Kind::New;
   uint32_t ifindex = 0;
   std::string name;  // IFLA_IFNAME; empty if the message had none
+  uint32_t master = 0;           // IFLA_MASTER: the device it is enslaved to (a bond's slave); 0 none
+  uint32_t link = 0;             // IFLA_LINK: the device it sits on (a VLAN's real device); 0 none
+  std::optional<int32_t> link_netnsid;  // IFLA_LINK_NETNSID: `link` is an ifindex of another namespace
+  std::string type;              // IFLA_INFO_KIND: "vlan", "bond", "veth", ...; "" for hardware and lo
+  uint16_t vlan_id = 0;          // IFLA_VLAN_ID of a "vlan"; 0 when absent
+};
+
+// How a batch of rtnetlink messages ended: what a dump's reader needs besides
+// the links.
+struct LinkBatchEnd {
+  bool done = false;         // NLMSG_DONE seen
+  int error = 0;             // errno of an NLMSG_ERROR (0: none, or an acknowledgement)
+  bool interrupted = false;  // NLM_F_DUMP_INTR: the links changed during the dump; ask again
 };
 
 // Decodes a buffer of rtnetlink messages as read from the socket; other
-// message types are skipped, a truncated message ends the walk.
-std::vector<LinkEvent> parse_link_messages(const void *data, size_t len);
+// message types are skipped, a truncated message or attribute ends its walk.
+// `end`, when given, says whether the batch ended a dump and how.
+std::vector<LinkEvent> parse_link_messages(const void *data, size_t len, LinkBatchEnd *end = nullptr);
+
+// Every link of a namespace (-1: this process's), from an RTM_GETLINK dump
+// asked on a socket made there. Throws std::system_error when it cannot be
+// had (no netlink, the namespace not entered, a dump interrupted 4 times).
+std::vector<LinkEvent> dump_links(int netns_fd = -1);
+
+// What ETHTOOL_GDRVINFO says of an interface: its driver and the address of
+// its device on its bus ("0000:00:03.0" for PCI); both empty when the
+// interface has no driver to ask (lo).
+struct DriverInfo {
+  std::string driver;    // "e1000", "virtio_net", "veth", "bonding"
+  std::string bus_info;  // "" for a virtual device (veth, bond, VLAN)
+};
+// A datagram socket made in the namespace (-1: this process's), for
+// driver_info(): SIOCETHTOOL finds the interface by name in the namespace
+// of the socket. Throws std::system_error.
+int ethtool_socket(int netns_fd = -1);
+std::optional<DriverInfo> driver_info(int ethtool_fd, const std::string &ifname);
+
+// The IRQ lines of interface `ifname` of another network namespace, whose
+// /sys/class/net this process cannot see: its device found by bus address
+// under `root`/sys/bus/pci/devices/<bus_info> (sysfs shows every bus device
+// whatever its interface's namespace), then as find_irq_lines(). A bus child
+// driven by the interface's driver (virtio0 under a virtio PCI device) is the
+// device, its parent holding the vectors. No lines for a device without a
+// PCI address (veth, lo, bond, VLAN).
+std::vector<IrqLine> find_irq_lines_by_bus(const std::filesystem::path &root, const std::string &ifname,
+                                           const DriverInfo &driver, std::string_view proc_interrupts);
 
 // An rtnetlink socket (NETLINK_ROUTE) subscribed to RTMGRP_LINK: the kernel
 // tells it at once when a link is added, changed or deleted, so an interface

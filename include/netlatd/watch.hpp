@@ -25,18 +25,17 @@ struct LowerDevice {
   bool operator==(const LowerDevice &) const = default;
 };
 
-// "eth0.100  VID: 100  REORDER_HDR: 1 ..." (/proc/net/vlan/NAME): the VLAN id.
-std::optional<uint16_t> parse_vlan_id(std::string_view proc_net_vlan_device);
-
-// The devices below `ifname` whose packets are its packets, in a tree under
-// `root` ("/" on a live system, a fixture in tests): the lower_* links of a
-// bond (DEVTYPE=bond in its uevent) or a VLAN (/proc/net/vlan/NAME), then
-// theirs, depth first. Other uppers (macvlan, bridge, ...) add none: their
-// lower device carries other traffic too, and a bridge hands its own
+// The devices below `ifname` whose packets are its packets, from the links
+// of its namespace as an rtnetlink dump gives them (dump_links()): a bond's
+// slaves (IFLA_MASTER, for a link of kind "bond") or a VLAN's real device
+// (IFLA_LINK of a "vlan", with its IFLA_VLAN_ID), then theirs, depth first,
+// each level sorted by name. Other uppers (macvlan, bridge, ...) add none:
+// their lower device carries other traffic too, and a bridge hands its own
 // packets to netif_receive_skb itself. `problem` is set (and nothing
-// returned below that device) for a VLAN in a VLAN, whose outer tag this
-// filter does not match.
-std::vector<LowerDevice> lower_devices(const std::filesystem::path &root, const std::string &ifname,
+// returned) for a VLAN in a VLAN, whose outer tag this filter does not
+// match, and for a VLAN whose real device is in another namespace
+// (IFLA_LINK_NETNSID): its ifindex there names no device here.
+std::vector<LowerDevice> lower_devices(const std::vector<LinkEvent> &links, const std::string &ifname,
                                        std::string &problem);
 
 // One traced interface as last looked up.
@@ -57,9 +56,11 @@ struct TracedInterface {
 // (sorted by name). `irq_override` is --irq (one named interface only).
 // `ids` gives each name its number, adding new names while fewer than
 // kMaxIfaces have one; a name beyond them is left out and named in `left_out`.
-// `netns_fd` >= 0 (--netns): the interfaces of that namespace, by name and
-// index only: this process's sysfs shows its own namespace's devices, so
-// neither IRQ lines (but --irq's) nor devices below are found there.
+// The devices below come from a link dump of the namespace. `netns_fd` >= 0
+// (--netns): the interfaces of that namespace, from that dump; this
+// process's /sys/class/net shows its own namespace's, so their IRQ lines are
+// found through their bus device (find_irq_lines_by_bus()). Throws
+// std::system_error when that namespace's links cannot be listed.
 std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &ifaces,
                                                 const std::vector<int> &irq_override,
                                                 std::map<std::string, uint32_t> &ids,

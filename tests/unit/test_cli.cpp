@@ -382,7 +382,7 @@ TEST_CASE("several interfaces: --iface repeated, an array or a string in the con
                      "others\n");
 }
 
-TEST_CASE("the netns option: a name, a pid or a path; irq cannot be found there", "[cli][netns]") {
+TEST_CASE("the netns option: a name, a pid or a path; with irq too", "[cli][netns]") {
   CHECK(netlatd::netns_path("blue") == "/run/netns/blue");
   CHECK(netlatd::netns_path("1234") == "/proc/1234/ns/net");
   CHECK(netlatd::netns_path("/var/run/docker/netns/abc") == "/var/run/docker/netns/abc");
@@ -390,10 +390,8 @@ TEST_CASE("the netns option: a name, a pid or a path; irq cannot be found there"
   CHECK(parse({"--netns", "blue", "--iface", "eth0", "--port", "5000"}).options.netns == "blue");
   TempFile cfg("ports = [5000]\niface = \"eth0\"\nnetns = \"blue\"\n");
   CHECK(parse({"--config", cfg.path.c_str()}).options.netns == "blue");
-  auto e = run_netlatd({"--netns", "blue", "--iface", "irq", "--port", "5000"});
-  CHECK(e.code == 64);
-  CHECK(e.err == "netlatd: error: --iface irq cannot be used with --netns: another namespace's IRQ lines are not "
-                 "found; name the interfaces (and give --irq)\n");
+  // Another namespace's IRQ lines are found through the PCI devices.
+  CHECK(parse({"--netns", "blue", "--iface", "irq", "--port", "5000"}).options.ifaces == std::vector<std::string>{"irq"});
 }
 
 TEST_CASE("option cgroup: repeatable, normalized, in the config file; errors exit 64 or 78", "[cli][config][cgroup]") {

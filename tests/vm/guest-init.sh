@@ -76,7 +76,7 @@ if [ -n "$NETLATD" ]; then
 fi
 
 start_nlrx() {
-	nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" >/tmp/nlrx.out 2>&1 &
+	$NLRX_IN nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" >/tmp/nlrx.out 2>&1 &
 	nlrx_pid=$!
 	n=0
 	while ! grep -q listening /tmp/nlrx.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
@@ -181,32 +181,71 @@ phase_stacked() {
 	unshare -n sleep 600 &
 	peer=$!
 	sleep 0.2
+	stacked_rx="" stacked_sys=/sys
+	stacked_run
+	# The peer namespace's end goes with it, and each veth pair with its end.
+	kill $peer
+}
+
+# The same devices and traffic, with the receiving side (the VLAN, the bond,
+# nlrx) in a namespace of its own and netlatd outside it with --netns: this
+# process's sysfs does not show that namespace's devices, so netlatd finds
+# the devices below from its links. The bond is made through a sysfs
+# mounted from inside it (bonding_masters makes it in the mounter's
+# namespace; a bond cannot be moved).
+phase_stacked_netns() {
+	unshare -n sleep 600 &
+	peer=$!
+	unshare -n sleep 600 &
+	rx=$!
+	sleep 0.2
+	mkdir -p /tmp/rxsys
+	if nsenter -t $rx -n mount -t sysfs sysfs /tmp/rxsys && echo +bond0 >/tmp/rxsys/class/net/bonding_masters; then
+		stacked_rx="nsenter -t $rx -n" stacked_sys=/tmp/rxsys
+		NETLATD_NETNS="--netns $rx"
+		stacked_run
+		NETLATD_NETNS=""
+		stacked_rx=""
+	else
+		mark "STACKED-SETUP failed (the namespace's sysfs, its bond)"
+	fi
+	umount /tmp/rxsys 2>/dev/null
+	kill $peer $rx
+}
+
+# The stacked devices on the receiving side ($stacked_rx: a command prefix
+# entering its namespace, "" for this one; $stacked_sys: the sysfs showing
+# it), the traffic from the peer namespace, netlatd tracing them.
+stacked_run() {
+	rx_ip() { $stacked_rx ip "$@"; }
 	in_peer() { nsenter -t $peer -n "$@"; }
-	ip link add va type veth && ip link add vb type veth || { mark "STACKED-SETUP failed"; kill $peer; return; }
+	rx_ip link add va type veth && rx_ip link add vb type veth || { mark "STACKED-SETUP failed"; return; }
 	# busybox names each peer end vethN: veth0 is va's, veth1 vb's.
-	pa=$(ls /sys/class/net | grep '^veth' | sort | sed -n 1p)
-	pb=$(ls /sys/class/net | grep '^veth' | sort | sed -n 2p)
-	ip link set $pa netns $peer && ip link set $pb netns $peer &&
-	ip link add link va name va.100 type vlan id 100 &&
+	pa=$(ls $stacked_sys/class/net | grep '^veth' | sort | sed -n 1p)
+	pb=$(ls $stacked_sys/class/net | grep '^veth' | sort | sed -n 2p)
+	rx_ip link set $pa netns $peer && rx_ip link set $pb netns $peer &&
+	rx_ip link add link va name va.100 type vlan id 100 &&
 	in_peer ip link add link $pa name $pa.100 type vlan id 100 &&
-	echo active-backup >/sys/class/net/bond0/bonding/mode &&
-	echo +vb >/sys/class/net/bond0/bonding/slaves &&
-	ip link set va up && ip link set va.100 up && ip link set bond0 up &&
-	ip addr add 10.10.0.1/24 dev va.100 && ip addr add 10.11.0.1/24 dev va &&
-	ip addr add 10.12.0.1/24 dev bond0 &&
+	echo active-backup >$stacked_sys/class/net/bond0/bonding/mode &&
+	echo +vb >$stacked_sys/class/net/bond0/bonding/slaves &&
+	rx_ip link set lo up &&
+	rx_ip link set va up && rx_ip link set va.100 up && rx_ip link set bond0 up &&
+	rx_ip addr add 10.10.0.1/24 dev va.100 && rx_ip addr add 10.11.0.1/24 dev va &&
+	rx_ip addr add 10.12.0.1/24 dev bond0 &&
 	in_peer ip link set lo up && in_peer ip link set $pa up && in_peer ip link set $pa.100 up &&
 	in_peer ip link set $pb up &&
 	in_peer ip addr add 10.10.0.2/24 dev $pa.100 && in_peer ip addr add 10.11.0.2/24 dev $pa &&
-	in_peer ip addr add 10.12.0.2/24 dev $pb || { mark "STACKED-SETUP failed"; kill $peer; return; }
+	in_peer ip addr add 10.12.0.2/24 dev $pb || { mark "STACKED-SETUP failed"; return; }
 	mark "STACKED-SETUP ok peer=$pa,$pb"
 	saved_expect=$UDP_EXPECT
 	UDP_EXPECT=$((STACKED_TAGGED + STACKED_UNTAGGED + STACKED_BONDED))
-	NETLATD_IFACES="--iface va.100 --iface bond0"
+	NETLATD_IFACES="$NETLATD_NETNS --iface va.100 --iface bond0"
+	NLRX_IN=$stacked_rx
 	if start_netlatd; then
 		start_nlrx
 		# No TCP here: a connection over lo (not traced) closed at once ends
 		# nlrx's TCP side, so it exits on the last datagram, not on idling.
-		nc 127.0.0.1 5001 </dev/null >/dev/null 2>&1 &
+		$stacked_rx nc 127.0.0.1 5001 </dev/null >/dev/null 2>&1 &
 		sleep 0.3
 		kill $! 2>/dev/null
 		# A first datagram each way settles ARP before the counted ones; it
@@ -221,10 +260,8 @@ phase_stacked() {
 		section NLRX /tmp/nlrx.out
 		stop_netlatd
 	fi
-	NETLATD_IFACES=""
+	NETLATD_IFACES="" NLRX_IN=""
 	UDP_EXPECT=$saved_expect
-	# The peer namespace's end goes with it, and each veth pair with its end.
-	kill $peer
 }
 
 for phase in $PHASES; do
@@ -232,6 +269,27 @@ for phase in $PHASES; do
 	phase_$phase
 	mark "PHASE-END $phase uptime=$(uptime_s)"
 done
+
+# Once per boot, last (eth0 leaves this namespace, and comes back when the
+# namespace ends): the NIC in a namespace of its own, where this process's
+# /sys/class/net no longer shows it; --check --netns must find its IRQ lines
+# through its PCI address.
+if [ -n "$NETLATD" ]; then
+	unshare -n sleep 600 &
+	nicns=$!
+	sleep 0.2
+	# Up there: a NIC moved is brought down, and its driver frees its
+	# vectors until it is opened again (e1000e and virtio-net then show only
+	# their INTx line, e1000's line has no handler named).
+	if ip link set eth0 netns $nicns && nsenter -t $nicns -n ip link set eth0 up; then
+		mark "CHECK-NETNS-BEGIN"
+		timeout 120 $NETLATD --check --netns $nicns --iface eth0 2>&1
+		mark "CHECK-NETNS-END rc=$?"
+	else
+		mark "CHECK-NETNS-SETUP failed"
+	fi
+	kill $nicns
+fi
 
 if [ -n "$GUEST_POST_CMD" ]; then
 	mark "GUEST-POST-CMD-BEGIN"

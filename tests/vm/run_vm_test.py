@@ -29,8 +29,8 @@ import time
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
-from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, judge_receiver, judge_stacked, phase_lines,
-                      section)
+from vm_judge import (Verdict, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd, judge_receiver,
+                      judge_stacked, phase_lines, section)
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
@@ -40,13 +40,13 @@ from vm_judge import (Verdict, judge_boot, judge_irq_activity, judge_netlatd, ju
 ALL_PHASES = ("bare", "e2e", "reader_first")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked",)),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked",)),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -109,6 +109,8 @@ PHASES = {
     # A VLAN and a bond over veths to a peer namespace in the guest, traced
     # by name; the guest makes the traffic.
     "stacked": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines), True),
+    # The same in a namespace of its own, netlatd outside it with --netns.
+    "stacked_netns": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines, netns=True), True),
 }
 
 
@@ -172,6 +174,8 @@ def judge_run(args, ctx, guest, sent, started):
             continue
         PHASES[phase].judge(v, lines, sent.get(phase), ctx)
     v.prefix = ""
+    if not args.no_netlatd:
+        judge_check_netns(v, guest.lines, ctx.guest)
     boot_s = arrival(guest, MARK + "ETH0", started)
     timing = ", ".join(f"{p} {arrival(guest, f'{MARK}PHASE-END {p}', started) or 0:.1f} s" for p in args.phases)
     log(f"SUMMARY {args.guest}: eth0 up {boot_s or 0:.1f} s after qemu started; phases ended at: {timing}")

@@ -122,6 +122,24 @@ def judge_receiver(v, lines, sent):
     return got
 
 
+def judge_check_netns(v, lines, guest):
+    """The NIC moved into a namespace of its own: netlatd --check --netns
+    counts the same IRQ lines, found under its PCI address."""
+    out, end = section(lines, "CHECK-NETNS")
+    v.check(end is not None and end.endswith("rc=0"), f"netlatd --check --netns exited 0 ({end})")
+    rows = check_irq_lines(out)
+    counted = [r for r in rows if r["counted"]]
+    log("IRQ lines --check --netns found: " + "; ".join(
+        f"{r['irq']} {r['name']} {'counted' if r['counted'] else 'not counted'} ({r['role']}, {r['found_by']})"
+        for r in rows))
+    v.check([r["name"] for r in counted] == guest["counted_irq_names"],
+            f"--check --netns counts the IRQ lines {guest['counted_irq_names']} ({[r['name'] for r in counted]})")
+    last = "/" + guest["irq_found_by"].rsplit("/", 1)[1]
+    v.check(bool(counted) and all(r["found_by"].startswith("/sys/bus/pci/devices/") and r["found_by"].endswith(last)
+                                  for r in counted),
+            f"--check --netns found them in /sys/bus/pci/devices/ADDR{last} ({[r['found_by'] for r in counted]})")
+
+
 def judge_irq_activity(v, lines, irq_rows):
     """How often each of the NIC's lines fired during the traffic; the
     counted ones must have."""
@@ -269,10 +287,11 @@ def parse_reads(line):
 STACKED = dict(tagged=(40, 100, "va.100"), untagged=(30, 60, None), bonded=(40, 140, "bond0"))
 
 
-def judge_stacked(v, lines):
+def judge_stacked(v, lines, netns=False):
     """A VLAN and a bond over veths, traced by their names: each datagram
     once under the upper device's name; the VLAN's lower device's untagged
-    datagrams not at all."""
+    datagrams not at all. `netns`: they are in another namespace, traced
+    with --netns (the devices below found from its links)."""
     setup = marker(lines, "STACKED-SETUP")
     v.check(setup is not None and setup.startswith("ok"), f"the guest made the VLAN and the bond ({setup})")
     res = next((l for l in lines if l.startswith("nlrx: result ")), None)
@@ -284,6 +303,11 @@ def judge_stacked(v, lines):
     stderr, _ = section(lines, "NETLATD-STDERR")
     v.check(any("va.100: its packets arrive first on va" in l for l in stderr or []),
             "netlatd said where the VLAN's packets arrive first")
+    v.check(any("bond0: its packets arrive first on vb" in l for l in stderr or []),
+            "netlatd said where the bond's packets arrive first")
+    if netns:
+        v.check(any("tracing in network namespace" in l for l in stderr or []),
+                "netlatd traced them in the other namespace (--netns)")
     records = json_records(v, lines)
     intervals = [r for r in records if r.get("type") == "interval"]
     timelines = [r for r in records if r.get("type") == "outlier"]
