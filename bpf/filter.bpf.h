@@ -188,7 +188,8 @@ static __always_inline bool parse_headers(unsigned char *data, __u16 proto, stru
 
 /* The NIC IRQ and softirq stamps of this CPU's NET_RX run, for a packet
  * received `now`, and the port's producer note (maps.bpf.h). */
-static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx, __u32 iface_id)
+static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx,
+				    const struct netlatd_watch *w)
 {
 	struct cpu_state *cs = this_cpu();
 	__u16 flags = p->flags;
@@ -196,8 +197,16 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 	rx->raise_before = 0;
 	rx->softirq_before = 0;
 	if (cs && cs->in_net_rx) {
-		rx->irq_before = before(now, cs->run_irq_ts);
-		rx->raise_before = before(now, cs->run_raise_ts);
+		/* A run a watched IRQ raised is that NIC's: a packet of a
+		 * device with no IRQ lines (lo, veth: queued by netif_rx into
+		 * the backlog, maybe after that raise) processed in it has
+		 * neither the IRQ nor that raise. Only its softirq stamp. */
+		if (w->irq) {
+			rx->irq_before = before(now, cs->run_irq_ts);
+			rx->raise_before = before(now, cs->run_raise_ts);
+		} else if (!cs->run_irq_ts) {
+			rx->raise_before = before(now, cs->run_raise_ts);
+		}
 		rx->softirq_before = before(now, cs->softirq_ts);
 		flags |= NETLATD_PKT_IN_SOFTIRQ;
 		if (cs->in_ksoftirqd)
@@ -212,7 +221,7 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 		pp->mixed_until = now + MULTI_PRODUCER_HOLD_NS;
 	}
 	rx->len = p->payload;
-	rx->iface_id = iface_id;
+	rx->iface_id = w->iface_id;
 	rx->end_seq = p->l4proto == IPPROTO_TCP ? bpf_ntohl(p->l4.seq) + p->payload : 0;
 	rx->dport = bpf_ntohs(p->l4.dport);
 	rx->sport = bpf_ntohs(p->l4.sport);
@@ -232,7 +241,7 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
 		return;
 	}
-	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w->iface_id);
+	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w);
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&e->skb, key);
 	COUNT(counters, NETLATD_CNT_MATCHED);
@@ -252,7 +261,7 @@ static __always_inline void track_tcp(const struct parsed *p, int pidx, const st
 			return;
 	}
 	struct netlatd_tcp_seg v = {};
-	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w->iface_id);
+	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w);
 	/* A second copy of a segment (a retransmission) while the first is
 	 * still tracked: if the first was queued, TCP drops this one; if not,
 	 * whichever gets queued, its receive stamps may be the other copy's, so

@@ -373,7 +373,7 @@ void Tracer::set_target(const TraceTarget &t) {
   };
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> now;
   for (const WatchedDevice &d : t.devices) {
-    netlatd_watch v{d.iface_id, d.upper ? 1u : 0u};
+    netlatd_watch v{d.iface_id, static_cast<__u16>(d.upper ? 1 : 0), static_cast<__u16>(d.irq ? 1 : 0)};
     for (uint16_t vlan : {d.vlan, static_cast<uint16_t>(NETLATD_WATCH_NAPI)}) {
       netlatd_watch_key k = key_of(d, vlan);
       if (bpf_map_update_elem(fd, &k, &v, BPF_ANY) != 0)

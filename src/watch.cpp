@@ -216,14 +216,14 @@ TraceTarget trace_target(const std::vector<TracedInterface> &traced, uint32_t ne
   for (const TracedInterface &t : traced) {
     if (!t.info)
       continue;
-    devices.try_emplace({t.info->ifindex, 0}, WatchedDevice{t.info->ifindex, 0, t.id, !t.lowers.empty()});
+    devices.try_emplace({t.info->ifindex, 0}, WatchedDevice{t.info->ifindex, 0, t.id, !t.lowers.empty(), !t.info->irqs.empty()});
     irqs.insert(t.info->irqs.begin(), t.info->irqs.end());
   }
   for (const TracedInterface &t : traced) {
     if (!t.info)
       continue;
     for (const auto &l : t.lowers) {
-      devices[{l.info.ifindex, l.device.vlan}] = WatchedDevice{l.info.ifindex, l.device.vlan, t.id, false};
+      devices[{l.info.ifindex, l.device.vlan}] = WatchedDevice{l.info.ifindex, l.device.vlan, t.id, false, !l.info.irqs.empty()};
       irqs.insert(l.info.irqs.begin(), l.info.irqs.end());
     }
   }

@@ -119,7 +119,8 @@ struct netlatd_watch_key {
 
 struct netlatd_watch {
 	__u32 iface_id; /* the traced interface these packets count for: 1.., the daemon's number for its name */
-	__u32 upper;    /* 1: a traced interface with lower devices: a packet here may be one already seen below */
+	__u16 upper;    /* 1: a traced interface with lower devices: a packet here may be one already seen below */
+	__u16 irq;      /* 1: the device has IRQ lines netlatd watches (a NIC); 0: a backlog device (lo, veth, tun) */
 };
 
 /*

@@ -36,6 +36,7 @@ struct WatchedDevice {
   uint16_t vlan = 0;      // the tag its packets for that interface carry; 0 untagged
   uint32_t iface_id = 0;  // the traced interface's number (records carry it)
   bool upper = false;     // a traced interface with devices below it
+  bool irq = false;       // it has IRQ lines (a NIC): its packets take the IRQ and raise of their NET_RX run
   auto operator<=>(const WatchedDevice &) const = default;
 };
 

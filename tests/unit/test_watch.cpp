@@ -33,12 +33,24 @@ TEST_CASE("the kernel filter's entries: each device once, the upper interface wi
   TracedInterface gone{"eth9", 4, std::nullopt, {}, ""};
   const TraceTarget t = trace_target({eth0, bond, vlan100, gone}, 4026531840u);
   CHECK(t.netns_inode == 4026531840u);
-  CHECK(t.devices == std::vector<WatchedDevice>{{2, 0, 1, false},     // eth0: the bond's
-                                                {3, 0, 1, false},     // eth1: the bond's
-                                                {4, 100, 2, false},   // eth2 tagged 100: the VLAN's
-                                                {10, 0, 1, true},     // bond0 itself
-                                                {11, 0, 2, true}});   // eth2.100 itself
+  // The NICs below take their NET_RX run's IRQ stamp; the bond and VLAN
+  // devices have no IRQ lines (their packets are first seen below anyway).
+  CHECK(t.devices == std::vector<WatchedDevice>{{2, 0, 1, false, true},     // eth0: the bond's
+                                                {3, 0, 1, false, true},     // eth1: the bond's
+                                                {4, 100, 2, false, true},   // eth2 tagged 100: the VLAN's
+                                                {10, 0, 1, true, false},    // bond0 itself
+                                                {11, 0, 2, true, false}});  // eth2.100 itself
   CHECK(t.irqs == std::vector<int>{24, 25, 26, 27});
+}
+
+// lo traced beside a NIC: a loopback packet processed in a NET_RX run the
+// NIC's IRQ raised must not take that IRQ (or its raise) as its own.
+TEST_CASE("the kernel filter's entries: only a device with IRQ lines takes its run's IRQ", "[watch]") {
+  TracedInterface lo{"lo", 1, info("lo", 1), {}, ""};
+  TracedInterface eth0{"eth0", 2, info("eth0", 2, {24}), {}, ""};
+  const TraceTarget t = trace_target({lo, eth0}, 4026531840u);
+  CHECK(t.devices == std::vector<WatchedDevice>{{1, 0, 1, false, false}, {2, 0, 2, false, true}});
+  CHECK(t.irqs == std::vector<int>{24});
 }
 
 TEST_CASE("interface following: one line per change, per interface", "[watch]") {
