@@ -293,6 +293,11 @@ struct reader_state {
 	__u32 tcp_end;       /* and copied_seq then */
 	__u8 woken_in_call;  /* it slept inside a receive call (not in epoll/poll) */
 	__u8 _pad[3];
+	/* What the daemon was last told this task is (a netlatd_wire_reader
+	 * in the ring); told_pid_tgid 0 = nothing yet. */
+	__u64 told_pid_tgid;
+	__u64 told_name[2];
+	__u64 told_cgroup;
 };
 
 struct {

@@ -305,6 +305,7 @@ void Service::publish_metrics() {
     metrics_.reads_unnamed["ambiguous"] = counters[NETLATD_CNT_AMBIGUOUS_READS];
     metrics_.reads_unnamed["untracked"] = counters[NETLATD_CNT_UNTRACKED_READS];
     metrics_.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN];
+    metrics_.reader_stamps_far = counters[NETLATD_CNT_READER_STAMP_FAR];
     if (!opts_.cgroups.empty()) {
       metrics_.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE];
       metrics_.cgroup_filtered["no_reader"] = counters[NETLATD_CNT_CGROUP_NO_READER];
@@ -360,6 +361,7 @@ void Service::end_interval(bool final) {
   r.ambiguous_reads = counters[NETLATD_CNT_AMBIGUOUS_READS] - prev_counters_[NETLATD_CNT_AMBIGUOUS_READS];
   r.untracked_reads = counters[NETLATD_CNT_UNTRACKED_READS] - prev_counters_[NETLATD_CNT_UNTRACKED_READS];
   r.queue_unseen = counters[NETLATD_CNT_QUEUE_UNSEEN] - prev_counters_[NETLATD_CNT_QUEUE_UNSEEN];
+  r.reader_stamps_far = counters[NETLATD_CNT_READER_STAMP_FAR] - prev_counters_[NETLATD_CNT_READER_STAMP_FAR];
   if (!opts_.cgroups.empty()) {
     r.cgroup_filtered["outside"] = counters[NETLATD_CNT_CGROUP_OUTSIDE] - prev_counters_[NETLATD_CNT_CGROUP_OUTSIDE];
     r.cgroup_filtered["no_reader"] =
