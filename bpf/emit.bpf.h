@@ -5,67 +5,80 @@
 #ifndef NETLATD_EMIT_BPF_H
 #define NETLATD_EMIT_BPF_H
 
-/* The packet's half of a record. `queued`: when it was queued on the socket,
- * 0 if not seen; `rx_known`: its netif_receive_skb and earlier stamps are its
- * own (not a retransmitted copy's). */
-static __always_inline void fill_packet(struct netlatd_packet *rec, const struct netlatd_rx *rx, __u64 queued,
-					bool rx_known)
+/* The packet's half of a record (struct netlatd_wire_packet, abi.h): its
+ * stamps stay the distances from netif_receive_skb that its entry keeps.
+ * `queue_after`: 0 if its queueing was not seen; `rx_known`: its
+ * netif_receive_skb and earlier stamps are its own (not a retransmitted
+ * copy's). Every field is written: the ring's memory is not zeroed. */
+static __always_inline void fill_packet(struct netlatd_wire_packet *rec, const struct netlatd_rx *rx,
+					__u32 queue_after, bool rx_known)
 {
-	__u64 rcv = rx->receive_ns;
-	__builtin_memset(rec, 0, sizeof(*rec));
-	if (rx_known) {
-		rec->stamp_ns[NETLATD_STAMP_IRQ] = rx->irq_before ? rcv - rx->irq_before : 0;
-		rec->stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = rx->raise_before ? rcv - rx->raise_before : 0;
-		rec->stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = rx->softirq_before ? rcv - rx->softirq_before : 0;
-		rec->stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = rcv;
-	}
-	rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = queued;
-	rec->rx_cpu = rx->rx_cpu;
+	rec->recv_return_ns = 0;
+	rec->receive_ns = rx->receive_ns;
+	rec->irq_before = rx->irq_before;
+	rec->raise_before = rx->raise_before;
+	rec->softirq_before = rx->softirq_before;
+	rec->queue_after = queue_after;
+	rec->reader_before[NETLATD_WIRE_SWITCH_IN] = 0;
+	rec->reader_before[NETLATD_WIRE_CALL_START] = 0;
+	rec->reader_before[NETLATD_WIRE_WAKEUP] = 0;
+	rec->reader_before[NETLATD_WIRE_COPY] = 0;
+	rec->tid_flags = (rx->flags | ((__u32)rx_known ^ 1) * NETLATD_WIRE_RX_UNKNOWN) << NETLATD_WIRE_TID_BITS;
 	rec->len = rx->len;
-	rec->iface_id = rx->iface_id;
+	rec->cpus_iface = (rx->rx_cpu & NETLATD_WIRE_CPU_MASK) |
+			  (rx->iface_id & NETLATD_WIRE_IFACE_MASK) << (2 * NETLATD_WIRE_CPU_BITS);
 	rec->dport = rx->dport;
 	rec->sport = rx->sport;
-	rec->flags = rx->flags;
-	rec->l4proto = rx->l4proto;
+}
+
+/* A reader stamp (at most `now`) as its distance before the return, plus
+ * one; 0 when not seen, or when too far before the return to fit: then
+ * left out and the record marked NETLATD_WIRE_FAR, which the daemon counts.
+ * Arithmetic and stores into the record only: this is inlined at every
+ * record of every loop of the receive return, where a branch, or a value
+ * that differs between paths, multiplies the verifier's walk past its limit. */
+static __always_inline void put_before(struct netlatd_wire_packet *rec, __u32 i, __u64 now, __u64 t)
+{
+	__u64 d = now - t + 1;
+	__u64 seen = ne_bit(t, 0), fits = gt_bit(NETLATD_WIRE_BEFORE_MAX, d);
+	rec->reader_before[i & (NETLATD_WIRE_READER_STAMPS - 1)] = (__u32)(d & -(seen & fits));
+	rec->tid_flags |= (__u32)(seen & (fits ^ 1)) * NETLATD_WIRE_FAR << NETLATD_WIRE_TID_BITS;
 }
 
 /* The reader's half. Stamps that cannot belong to this packet's read are
  * left out: a wake-up before the packet was queued (it woke the reader for
- * an earlier one), a copy before the call or the reader's switch-in. */
-static __always_inline void fill_reader(struct netlatd_packet *rec, const struct read_view *v)
+ * an earlier one), a copy before the call or the reader's switch-in. Its
+ * name, thread group and cgroup went ahead in the ring (tell_reader). */
+static __always_inline void fill_reader(struct netlatd_wire_packet *rec, const struct read_view *v, __u64 queued)
 {
-	__u64 now = v->now, queued = rec->stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+	__u64 now = v->now;
 	__u64 sw = v->switch_in <= now ? v->switch_in : 0;
 	__u64 call = v->call_start <= now ? v->call_start : 0;
-	rec->stamp_ns[NETLATD_STAMP_SWITCH_IN] = sw;
-	rec->stamp_ns[NETLATD_STAMP_CALL_START] = call;
+	rec->recv_return_ns = now;
+	put_before(rec, NETLATD_WIRE_SWITCH_IN, now, sw);
+	put_before(rec, NETLATD_WIRE_CALL_START, now, call);
 	__u64 woke = v->woken_ns;
 	if (woke && queued && woke >= queued && woke <= now && (!sw || woke <= sw)) {
-		rec->stamp_ns[NETLATD_STAMP_WAKEUP] = woke;
-		rec->flags |= NETLATD_PKT_WOKEN;
+		put_before(rec, NETLATD_WIRE_WAKEUP, now, woke);
+		rec->tid_flags |= NETLATD_PKT_WOKEN << NETLATD_WIRE_TID_BITS;
 		if (v->woken_in_call)
-			rec->flags |= NETLATD_PKT_SLEPT_IN_CALL;
+			rec->tid_flags |= NETLATD_PKT_SLEPT_IN_CALL << NETLATD_WIRE_TID_BITS;
 	}
 	__u64 from = call ? call : max_u64(queued, sw);
 	if (v->copy_ts && v->copy_ts >= from && v->copy_ts <= now)
-		rec->stamp_ns[NETLATD_STAMP_COPY] = v->copy_ts;
-	rec->stamp_ns[NETLATD_STAMP_RECV_RETURN] = now;
-	rec->reader_cpu = v->cpu;
-	rec->reader_tgid = v->pid_tgid >> 32;
-	rec->reader_tid = (__u32)v->pid_tgid;
-	__u64 *name = (__u64 *)rec->reader_comm;
-	name[0] = v->name[0];
-	name[1] = v->name[1];
-	/* Records with a reader are written in the reader's own context (its
-	 * receive return), so the current cgroup is the reader's. */
-	if (targ_reader_cgroup)
-		rec->reader_cgroup = bpf_get_current_cgroup_id();
+		put_before(rec, NETLATD_WIRE_COPY, now, v->copy_ts);
+	/* A reader the daemon could not be told of (the ring was full, the
+	 * task has no storage) is written as tid 0: a record naming its tid
+	 * would be decoded with whoever had the tid before. The daemon leaves
+	 * such records out and counts them as ringbuf_full. */
+	rec->tid_flags |= (__u32)v->pid_tgid & NETLATD_WIRE_TID_MASK & -(__u32)v->named;
+	rec->cpus_iface |= (v->cpu & NETLATD_WIRE_CPU_MASK) << NETLATD_WIRE_CPU_BITS;
 }
 
 /* No wake-up per record: the daemon drains on a timer, and is woken when the
  * ring is filling up, which is checked every 32nd record a CPU writes (a
  * query is a helper call). */
-static __always_inline void submit(struct netlatd_packet *rec)
+static __always_inline void submit(struct netlatd_wire_packet *rec)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 	struct cpu_state *cs = this_cpu();
@@ -96,28 +109,30 @@ static __always_inline bool reader_kept(const struct read_view *v)
 	return false;
 }
 
-/* `v` NULL: a packet-only record, for the reason `unknown`. */
-static __always_inline void emit_record(const struct netlatd_rx *rx, __u64 queued, bool rx_known,
+/* `v` NULL: a packet-only record, for the reason `unknown`. `queue_after`:
+ * when it was queued, after rx->receive_ns; 0 if not seen. */
+static __always_inline void emit_record(const struct netlatd_rx *rx, __u32 queue_after, bool rx_known,
 					const struct read_view *v, __u8 unknown)
 {
 	if (targ_ncgroup_filters && !reader_kept(v))
 		return;
-	struct netlatd_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
+	struct netlatd_wire_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		COUNT(drops, NETLATD_DROP_RINGBUF_FULL);
 		return;
 	}
-	fill_packet(rec, rx, queued, rx_known);
+	fill_packet(rec, rx, queue_after, rx_known);
 	if (v)
-		fill_reader(rec, v);
-	rec->reader_unknown = v ? NETLATD_READER_KNOWN : unknown;
+		fill_reader(rec, v, queue_after ? rx->receive_ns + queue_after : 0);
+	else
+		rec->tid_flags |= (__u32)eq_bit(unknown, NETLATD_READER_AMBIGUOUS) * NETLATD_WIRE_AMBIGUOUS
+				  << NETLATD_WIRE_TID_BITS;
 	submit(rec);
 }
 
 static __always_inline void emit_udp(const struct udp_slot *s, const struct read_view *v, __u8 unknown)
 {
-	__u64 queued = s->queue_after ? s->rx.receive_ns + s->queue_after : 0;
-	emit_record(&s->rx, queued, true, v, unknown);
+	emit_record(&s->rx, s->queue_after, true, v, unknown);
 }
 
 /* Straight from the entry, which this read owns now (state READ): a copy
@@ -125,8 +140,7 @@ static __always_inline void emit_udp(const struct udp_slot *s, const struct read
  * callback together (read_step runs under recv_ret). */
 static __always_inline void emit_tcp(const struct netlatd_tcp_seg *sg, const struct read_view *v)
 {
-	__u64 queued = sg->queue_after ? sg->rx.receive_ns + sg->queue_after : 0;
-	emit_record(&sg->rx, queued, sg->dup == NETLATD_TCP_COPY_ONE, v, NETLATD_READER_KNOWN);
+	emit_record(&sg->rx, sg->queue_after, sg->dup == NETLATD_TCP_COPY_ONE, v, NETLATD_READER_KNOWN);
 }
 
 #endif /* NETLATD_EMIT_BPF_H */

@@ -40,6 +40,9 @@ const volatile __u64 targ_woken_wake_fn = 0;
 /* The IRQ lines of every watched device (traced interfaces and their lower
  * devices); the devices themselves are in the `watch` map below. */
 volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
+/* Bumped by the daemon when it forgets readers it has not seen for a while
+ * (RecordDecoder::prune): every task tells who it is again, once. */
+volatile __u32 cfg_readers_gen = 0;
 /* Bits set by the first run of the key hooks: tells the daemon they are live
  * (a freshly attached tracepoint program starts firing a moment later). */
 volatile __u32 armed = 0;
@@ -293,6 +296,13 @@ struct reader_state {
 	__u32 tcp_end;       /* and copied_seq then */
 	__u8 woken_in_call;  /* it slept inside a receive call (not in epoll/poll) */
 	__u8 _pad[3];
+	/* What the daemon was last told this task is (a netlatd_wire_reader
+	 * in the ring); told_pid_tgid 0 = nothing yet. */
+	__u64 told_pid_tgid;
+	__u64 told_name[2];
+	__u64 told_cgroup;
+	__u32 told_gen;      /* cfg_readers_gen when told */
+	__u32 _pad2;
 };
 
 struct {

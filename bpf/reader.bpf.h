@@ -125,11 +125,46 @@ struct read_view {
 	__u64 name[2];      /* comm */
 	__u32 cpu;
 	__u8 woken_in_call;
-	__u8 _pad[3];
+	__u8 named;         /* 1: the daemon knows this reader as it is now (tell_reader) */
+	__u8 _pad[2];
 };
 
+/* Tells the daemon who this reader is, ahead of its records in the ring,
+ * unless it was told already. False: it could not be (no storage for the
+ * task, ring full), and no record may name this reader. */
+static __always_inline bool tell_reader(struct reader_state *rs, const struct read_view *v)
+{
+	__u64 cgroup = targ_reader_cgroup ? bpf_get_current_cgroup_id() : 0;
+	if (!rs) {
+		rs = current_reader(true);
+		if (!rs)
+			return false;
+	}
+	__u32 gen = cfg_readers_gen;
+	if (rs->told_pid_tgid == v->pid_tgid && rs->told_name[0] == v->name[0] && rs->told_name[1] == v->name[1] &&
+	    rs->told_cgroup == cgroup && rs->told_gen == gen)
+		return true;
+	struct netlatd_wire_reader *r = bpf_ringbuf_reserve(&events, sizeof(*r), 0);
+	if (!r)
+		return false;
+	r->tid = (__u32)v->pid_tgid;
+	r->tgid = v->pid_tgid >> 32;
+	r->_pad = 0;
+	__u64 *name = (__u64 *)r->comm;
+	name[0] = v->name[0];
+	name[1] = v->name[1];
+	r->cgroup = cgroup;
+	bpf_ringbuf_submit(r, BPF_RB_NO_WAKEUP);
+	rs->told_pid_tgid = v->pid_tgid;
+	rs->told_name[0] = v->name[0];
+	rs->told_name[1] = v->name[1];
+	rs->told_cgroup = cgroup;
+	rs->told_gen = gen;
+	return true;
+}
+
 static __always_inline void view_here(struct read_view *v, __u64 now, __u64 pid_tgid, struct sock *sk,
-				      const struct reader_state *rs)
+				      struct reader_state *rs)
 {
 	__u32 tid = (__u32)pid_tgid;
 	struct cpu_state *cs = this_cpu();
@@ -145,6 +180,7 @@ static __always_inline void view_here(struct read_view *v, __u64 now, __u64 pid_
 	struct task_struct *task = bpf_get_current_task_btf();
 	v->name[0] = *(__u64 *)&task->comm[0];
 	v->name[1] = *(__u64 *)&task->comm[8];
+	v->named = tell_reader(rs, v);
 }
 
 #endif /* NETLATD_READER_BPF_H */

@@ -82,6 +82,7 @@ void Losses::end_interval(IntervalReport &r) {
   r.ambiguous_reads = take(NETLATD_CNT_AMBIGUOUS_READS);
   r.untracked_reads = take(NETLATD_CNT_UNTRACKED_READS);
   r.queue_unseen = take(NETLATD_CNT_QUEUE_UNSEEN);
+  r.reader_stamps_far = take(NETLATD_CNT_READER_STAMP_FAR);
   r.tcp_bytes_read = take(NETLATD_CNT_TCP_BYTES_READ);
   r.tcp_bytes_skipped = take(NETLATD_CNT_TCP_BYTES_SKIPPED);
   const uint64_t outside = take(NETLATD_CNT_CGROUP_OUTSIDE);
@@ -118,6 +119,7 @@ void Losses::publish(MetricsSnapshot &m) const {
   m.reads_unnamed["ambiguous"] = total(NETLATD_CNT_AMBIGUOUS_READS);
   m.reads_unnamed["untracked"] = total(NETLATD_CNT_UNTRACKED_READS);
   m.queue_unseen = total(NETLATD_CNT_QUEUE_UNSEEN);
+  m.reader_stamps_far = total(NETLATD_CNT_READER_STAMP_FAR);
   if (cgroup_filter_) {
     m.cgroup_filtered["outside"] = total(NETLATD_CNT_CGROUP_OUTSIDE);
     m.cgroup_filtered["no_reader"] = total(NETLATD_CNT_CGROUP_NO_READER);

@@ -181,6 +181,10 @@ std::string render_prometheus(const MetricsSnapshot &s) {
                 "Records written without their socket-queue stamp: the queueing hook did not run for them.");
   append_sample(out, "netlatd_queue_stamp_missing_total", {}, std::to_string(s.queue_unseen));
 
+  append_header(out, "netlatd_reader_stamps_far_total", "counter",
+                "Reader stamps left out of their record: more than 4.29 s before the receive call returned.");
+  append_sample(out, "netlatd_reader_stamps_far_total", {}, std::to_string(s.reader_stamps_far));
+
   append_header(out, "netlatd_tcp_bytes_total", "counter",
                 "TCP payload bytes on watched sockets: read by receive calls, reported in records, skipped in gaps.");
   for (const auto &[kind, n] : s.tcp_bytes)

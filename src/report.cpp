@@ -314,6 +314,7 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
   j["ambiguous_reads"] = r.ambiguous_reads;
   j["untracked_reads"] = r.untracked_reads;
   j["queue_unseen"] = r.queue_unseen;
+  j["reader_stamps_far"] = r.reader_stamps_far;
   j["tcp_bytes"] = {{"read", r.tcp_bytes_read}, {"reported", agg.tcp_bytes()}, {"skipped", r.tcp_bytes_skipped}};
   Json misses = Json::object();
   for (const auto &[hook, n] : r.hook_misses)

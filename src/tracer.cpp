@@ -27,10 +27,10 @@
 
 #include "netlatd.skel.h"
 #include "netlatd/errors.hpp"
+#include "netlatd/record.hpp"
 
 namespace netlatd {
 
-static_assert(sizeof(netlatd_packet) == 144, "ring-buffer record layout (abi.h)");
 static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
 static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
 static_assert(sizeof(netlatd_watch_key) == 12 && sizeof(netlatd_watch) == 8, "watch layout (abi.h)");
@@ -161,6 +161,9 @@ struct Tracer::Impl {
   netlatd_bpf *skel = nullptr;
   ring_buffer *ring = nullptr;
   RecordFn on_record;
+  RecordDecoder decoder;  // the ring's records in ring order
+  uint64_t last_prune_ns = 0;
+  static constexpr uint64_t kReaderIdleNs = 60'000'000'000ull;
   int ncpus = 1;
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching;   // keys in `watch`: netns, ifindex, vlan
@@ -187,8 +190,16 @@ struct Tracer::Impl {
 
   static int handle(void *ctx, void *data, size_t size) {
     auto *self = static_cast<Impl *>(ctx);
-    if (size >= sizeof(netlatd_packet))
-      self->on_record(*static_cast<const netlatd_packet *>(data));
+    netlatd_packet p;
+    switch (self->decoder.decode(data, size, p)) {
+    case RecordDecoder::Kind::Packet: self->on_record(p); break;
+    case RecordDecoder::Kind::Reader: break;
+    case RecordDecoder::Kind::Unnamed:
+      // The kernel side could not name the reader ahead of it (the ring
+      // was full): left out rather than guessed, counted as ringbuf_full.
+      break;
+    case RecordDecoder::Kind::Malformed: break;
+    }
     return --self->budget_left > 0 ? 0 : kBudgetSpent;
   }
 
@@ -449,16 +460,34 @@ std::map<std::string, uint64_t> Tracer::hook_misses() const {
 }
 
 std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
-  return impl_->sum_percpu<NETLATD_DROP_COUNT>(impl_->skel->maps.drops);
+  auto drops = impl_->sum_percpu<NETLATD_DROP_COUNT>(impl_->skel->maps.drops);
+  // Records whose reader the kernel side could not name for lack of ring
+  // space (RecordDecoder::Kind::Unnamed).
+  drops[NETLATD_DROP_RINGBUF_FULL] += impl_->decoder.unnamed();
+  return drops;
 }
 
 std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
-  return impl_->sum_percpu<NETLATD_CNT_COUNT>(impl_->skel->maps.counters);
+  auto counters = impl_->sum_percpu<NETLATD_CNT_COUNT>(impl_->skel->maps.counters);
+  counters[NETLATD_CNT_READER_STAMP_FAR] = impl_->decoder.far();
+  return counters;
 }
 
 Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
   SweepResult r;
   const uint64_t now = monotonic_ns();
+
+  // Readers that named no record for a minute: forgotten, and every task
+  // told to name itself again. The bump comes first: a task that names
+  // itself after it does so in a record decoded after the pruning.
+  if (impl_->last_prune_ns == 0) {
+    impl_->last_prune_ns = now;
+  } else if (now - impl_->last_prune_ns >= Impl::kReaderIdleNs) {
+    impl_->last_prune_ns = now;
+    impl_->skel->bss->cfg_readers_gen = impl_->skel->bss->cfg_readers_gen + 1;
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    r.readers_forgotten = impl_->decoder.prune(now - Impl::kReaderIdleNs);
+  }
 
   // Datagrams that never reached a socket: free their stash entries (mapped
   // with .bss) with the same compare-and-swap the BPF side claims them with,

@@ -8,7 +8,7 @@
 #ifndef NETLATD_ABI_H
 #define NETLATD_ABI_H
 
-#define NETLATD_ABI_VERSION 2
+#define NETLATD_ABI_VERSION 3
 
 /* Ports watched in one run (--port may repeat). */
 #define NETLATD_MAX_PORTS 16
@@ -65,7 +65,9 @@ enum netlatd_reader_unknown {
 	NETLATD_READER_UNKNOWN_COUNT
 };
 
-/* One ring-buffer record: one packet returned to user space. 144 bytes. */
+/* One packet returned to user space, as the daemon holds it after decoding
+ * the ring's records (src/record.cpp): every stamp absolute, the reader named.
+ * Not written by the kernel side. 144 bytes. */
 struct netlatd_packet {
 	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 88 */
 	__u32 reader_tgid;
@@ -82,6 +84,71 @@ struct netlatd_packet {
 	__u8 reader_unknown; /* enum netlatd_reader_unknown */
 	__u32 _pad;
 	__u64 reader_cgroup; /* the reader's cgroup v2 id; 0 unless asked for (--by cgroup) or no reader */
+};
+
+/*
+ * The ring buffer carries two kinds of record, told apart by size.
+ *
+ * struct netlatd_wire_packet (64 bytes, one cache line): one packet. Two
+ * bases, each a full stamp: the packet's netif_receive_skb and its read's
+ * return; every other stamp is a 32-bit distance from one of them. The
+ * packet's own stages before the socket are short (the stash already keeps
+ * them as distances); a reader's stamps may lie far before its return (a
+ * call blocked for minutes, a task on CPU since long ago): one more than
+ * 2^32 - 2 ns (4.29 s) before it is left out, never wrapped, and the
+ * record marked NETLATD_WIRE_FAR (the daemon counts those records in
+ * NETLATD_CNT_READER_STAMP_FAR).
+ *
+ * struct netlatd_wire_reader (40 bytes): what a reading task is called. The
+ * kernel side writes one before a task's first packet record, and again
+ * when its name, thread group or cgroup changed, always into the ring ahead
+ * of the records it names (ring order is reservation order): the daemon
+ * keeps the latest per thread id, so each packet record names its reader by
+ * tid alone and is decoded with the reader as it was when the record was
+ * written.
+ */
+#define NETLATD_WIRE_TID_BITS 22          /* PID_MAX_LIMIT on 64-bit: 2^22 */
+#define NETLATD_WIRE_TID_MASK ((1u << NETLATD_WIRE_TID_BITS) - 1)
+/* netlatd_wire_packet.tid_flags above the tid: enum netlatd_packet_flags
+ * (6 bits), then these. */
+#define NETLATD_WIRE_AMBIGUOUS (1u << 6)   /* reader_unknown = NETLATD_READER_AMBIGUOUS */
+#define NETLATD_WIRE_RX_UNKNOWN (1u << 7)  /* irq .. netif_receive_skb may be another copy's: left out */
+#define NETLATD_WIRE_FAR (1u << 8)         /* a reader stamp was left out: over 4.29 s before the return */
+#define NETLATD_WIRE_CPU_BITS 13           /* CONFIG_NR_CPUS is at most 8192 on every architecture */
+#define NETLATD_WIRE_CPU_MASK ((1u << NETLATD_WIRE_CPU_BITS) - 1)
+#define NETLATD_WIRE_IFACE_MASK 63u        /* iface_id 1..NETLATD_MAX_IFACES, 64 written as 0 */
+/* A reader stamp's distance before the return, plus one (0 = not seen). */
+#define NETLATD_WIRE_BEFORE_MAX 0xffffffffull
+
+enum netlatd_wire_reader_stamp {
+	NETLATD_WIRE_SWITCH_IN = 0,
+	NETLATD_WIRE_CALL_START,
+	NETLATD_WIRE_WAKEUP,
+	NETLATD_WIRE_COPY,
+	NETLATD_WIRE_READER_STAMPS
+};
+
+struct netlatd_wire_packet {
+	__u64 recv_return_ns; /* NETLATD_STAMP_RECV_RETURN; 0 = no reader (packet-only record) */
+	__u64 receive_ns;     /* the packet's netif_receive_skb: the base of the next four */
+	__u32 irq_before;     /* receive_ns - NETLATD_STAMP_IRQ; 0 = not seen */
+	__u32 raise_before;   /* receive_ns - NETLATD_STAMP_SOFTIRQ_RAISE */
+	__u32 softirq_before; /* receive_ns - NETLATD_STAMP_SOFTIRQ_ENTRY */
+	__u32 queue_after;    /* NETLATD_STAMP_SOCK_QUEUE - receive_ns; 0 = not seen */
+	__u32 reader_before[NETLATD_WIRE_READER_STAMPS]; /* recv_return_ns - stamp + 1; 0 = not seen */
+	__u32 tid_flags;      /* reader tid (low 22 bits; 0 = none), then flags (packet flags, NETLATD_WIRE_*) */
+	__u32 len;            /* bytes of L4 payload */
+	__u32 cpus_iface;     /* rx_cpu (13 bits), reader_cpu (13), iface_id & 63 (6) */
+	__u16 dport;          /* host order */
+	__u16 sport;          /* host order */
+};
+
+struct netlatd_wire_reader {
+	__u32 tid;
+	__u32 tgid;
+	__u64 _pad;
+	char comm[NETLATD_COMM_LEN];
+	__u64 cgroup;   /* its cgroup v2 id; 0 unless asked for (--by cgroup, --cgroup) */
 };
 
 /* What netif_receive_skb learned of a packet. 48 bytes. The earlier stamps
@@ -196,6 +263,7 @@ enum netlatd_counter {
 	NETLATD_CNT_TCP_BYTES_SKIPPED, /* of those, bytes in gaps (NETLATD_DROP_TCP_GAP) a read resumed past: in no record */
 	NETLATD_CNT_CGROUP_OUTSIDE,    /* records not written (--cgroup): their reader is in none of the cgroups */
 	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
+	NETLATD_CNT_READER_STAMP_FAR,  /* records with a reader stamp left out, over 4.29 s before the return (counted by the daemon: NETLATD_WIRE_FAR) */
 	NETLATD_CNT_COUNT
 };
 

@@ -61,6 +61,7 @@ struct MetricsSnapshot {
   // Reads whose datagram no record names, by why: "ambiguous", "untracked".
   std::map<std::string, uint64_t> reads_unnamed;
   uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
+  uint64_t reader_stamps_far = 0;               // reader stamps left out: over 4.29 s before the return
   // --cgroup: records left out, "outside" / "no_reader"; empty without --cgroup.
   std::map<std::string, uint64_t> cgroup_filtered;
   // TCP payload bytes: "read" by receive calls on watched sockets, "reported"

@@ -99,6 +99,7 @@ struct IntervalReport {
   // Records without their socket-queue stamp: the hook that stamps the
   // queueing did not run for them (see hook_misses).
   uint64_t queue_unseen = 0;
+  uint64_t reader_stamps_far = 0;  // reader stamps left out of records: over 4.29 s before the return
   // Bytes TCP reads returned on sockets with a tracked segment; the records'
   // own bytes (data->tcp_bytes()) against it say how much went unreported.
   uint64_t tcp_bytes_read = 0;

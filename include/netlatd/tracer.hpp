@@ -98,6 +98,7 @@ public:
   struct SweepResult {
     uint64_t expired_inflight = 0;  // matched, never queued on a socket (and not seen dropped)
     uint64_t expired_unread = 0;    // TCP: queued on a socket that was never read (closed first)
+    size_t readers_forgotten = 0;   // readers that named no record for a minute (RecordDecoder::prune)
   };
   // Removes state older than the given ages (CLOCK_MONOTONIC ns).
   SweepResult sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns);

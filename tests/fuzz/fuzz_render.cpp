@@ -1,10 +1,12 @@
 // Records as the ring buffer hands them over, any bytes at all: stamps out
-// of order, missing, zero, near 2^64. The input is whole struct
-// netlatd_packet records (sizeof, whatever the ABI makes it) and a tail
-// shorter than one record, taken as the interface's name (any bytes, as a
-// user may configure). Every record goes through the interval aggregate and
-// the outlier line; then the interval line, the text view and the Prometheus
-// page are rendered. Both JSON lines must parse back and be one line; the
+// of order, missing, zero, near 2^64, readers never named. The input is a
+// run of ring records, each one byte saying which (odd: a struct
+// netlatd_wire_reader, even: a struct netlatd_wire_packet) and the record's
+// bytes, then a tail too short for the next one, taken as the interface's
+// name (any bytes, as a user may configure). Each goes through the daemon's
+// decoder (RecordDecoder); every packet it yields goes through the interval
+// aggregate and the outlier line; then the interval line, the text view and
+// the Prometheus page are rendered. Both JSON lines must parse back and be one line; the
 // Prometheus histograms must be cumulative and end at their count.
 #include <chrono>
 #include <cstdint>
@@ -12,11 +14,14 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include "fuzz_check.hpp"
 #include "netlatd/metrics.hpp"
+#include "netlatd/record.hpp"
 #include "netlatd/report.hpp"
 
 namespace {
@@ -98,15 +103,38 @@ void check_prometheus(const std::string &page) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  const size_t records = size / sizeof(netlatd_packet);
-  const std::string iface(reinterpret_cast<const char *>(data) + records * sizeof(netlatd_packet),
-                          size % sizeof(netlatd_packet));
+  size_t at = 0;
+  std::vector<std::pair<const uint8_t *, size_t>> ring;
+  while (at < size) {
+    const size_t len = (data[at] & 1) ? sizeof(netlatd_wire_reader) : sizeof(netlatd_wire_packet);
+    if (size - at - 1 < len)
+      break;
+    ring.emplace_back(data + at + 1, len);
+    at += 1 + len;
+  }
+  const std::string iface(reinterpret_cast<const char *>(data) + at, size - at);
   const netlatd::ReportHeader h = header_for(iface);
 
+  netlatd::RecordDecoder decoder;
   netlatd::IntervalAggregator agg;
-  for (size_t i = 0; i < records; ++i) {
+  size_t records = 0;
+  for (const auto &[bytes, len] : ring) {
     netlatd_packet p;
-    std::memcpy(&p, data + i * sizeof p, sizeof p);
+    const auto kind = decoder.decode(bytes, len, p);
+    if (kind != netlatd::RecordDecoder::Kind::Packet)
+      continue;
+    ++records;
+    // What the decoder yields is what the kernel side could have written,
+    // bar the reader it named: encoded again, it decodes to itself.
+    if (const auto again = netlatd::encode_packet(p)) {
+      netlatd_packet q;
+      netlatd::RecordDecoder same;
+      const netlatd_wire_reader named = netlatd::encode_reader(p);
+      same.decode(&named, sizeof named, q);
+      if (same.decode(&*again, sizeof *again, q) != netlatd::RecordDecoder::Kind::Packet ||
+          std::memcmp(&p, &q, sizeof p) != 0)
+        nlfuzz::fail("a decoded record encodes back to itself", "");
+    }
     agg.add(p);
     const nlohmann::json j = parsed_line(netlatd::format_outlier_json_line(h, p, kMonoToRealtimeNs), "outlier");
     const auto total = netlatd::stage_duration(p, Stage::Total);
