@@ -285,6 +285,8 @@ void Service::publish_metrics() {
     }
     metrics_.packets_udp += metrics_delta_.packets_udp();
     metrics_.packets_tcp += metrics_delta_.packets_tcp();
+    metrics_.unordered += metrics_delta_.unordered();
+    metrics_.reader_unknown += metrics_delta_.reader_unknown();
     metrics_.tcp_bytes["reported"] += metrics_delta_.tcp_bytes();
     losses_.publish(metrics_);
   }

@@ -124,6 +124,11 @@ void Losses::publish(MetricsSnapshot &m) const {
     m.cgroup_filtered["outside"] = total(NETLATD_CNT_CGROUP_OUTSIDE);
     m.cgroup_filtered["no_reader"] = total(NETLATD_CNT_CGROUP_NO_READER);
   }
+  if (napi_) {
+    m.napi["polls"] = total(NETLATD_CNT_NAPI_POLLS);
+    m.napi["packets"] = total(NETLATD_CNT_NAPI_PACKETS);
+    m.napi["budget_exhausted"] = total(NETLATD_CNT_NAPI_BUDGET_FULL);
+  }
   m.tcp_bytes["read"] = total(NETLATD_CNT_TCP_BYTES_READ);
   m.tcp_bytes["skipped"] = total(NETLATD_CNT_TCP_BYTES_SKIPPED);
   m.hook_misses.clear();

@@ -185,6 +185,23 @@ std::string render_prometheus(const MetricsSnapshot &s) {
                 "Reader stamps left out of their record: more than 4.29 s before the receive call returned.");
   append_sample(out, "netlatd_reader_stamps_far_total", {}, std::to_string(s.reader_stamps_far));
 
+  append_header(out, "netlatd_records_unordered_total", "counter",
+                "Records whose stamps were out of path order: counted in packets, added to no stage.");
+  append_sample(out, "netlatd_records_unordered_total", {}, std::to_string(s.unordered));
+
+  append_header(out, "netlatd_records_reader_unknown_total", "counter",
+                "Records whose reader is not known (ambiguous: several reads could have taken the packet; or "
+                "unknown). They add only to the stages before the read.");
+  append_sample(out, "netlatd_records_reader_unknown_total", {}, std::to_string(s.reader_unknown));
+
+  if (!s.napi.empty()) {
+    append_header(out, "netlatd_napi_total", "counter",
+                  "NAPI polls of the traced devices (kind polls), the packets they processed (packets), and the "
+                  "polls that used their whole budget (budget_exhausted).");
+    for (const auto &[kind, n] : s.napi)
+      append_sample(out, "netlatd_napi_total", {{"kind", kind}}, std::to_string(n));
+  }
+
   append_header(out, "netlatd_tcp_bytes_total", "counter",
                 "TCP payload bytes on watched sockets: read by receive calls, reported in records, skipped in gaps.");
   for (const auto &[kind, n] : s.tcp_bytes)

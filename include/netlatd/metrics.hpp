@@ -62,6 +62,15 @@ struct MetricsSnapshot {
   std::map<std::string, uint64_t> reads_unnamed;
   uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
   uint64_t reader_stamps_far = 0;               // reader stamps left out: over 4.29 s before the return
+  // Records counted in packets but added to no stage: stamps out of path
+  // order; and records whose reader is not known (ambiguous or unknown),
+  // which add only to the stages before the read. As the JSON's
+  // `unordered` and `reader_unknown`.
+  uint64_t unordered = 0;
+  uint64_t reader_unknown = 0;
+  // With the napi_poll hook: the traced devices' NAPI polls, the packets they
+  // processed, and the polls that used their whole budget. Empty without it.
+  std::map<std::string, uint64_t> napi;
   // --cgroup: records left out, "outside" / "no_reader"; empty without --cgroup.
   std::map<std::string, uint64_t> cgroup_filtered;
   // TCP payload bytes: "read" by receive calls on watched sockets, "reported"

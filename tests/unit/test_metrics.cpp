@@ -95,6 +95,8 @@ MetricsSnapshot example_snapshot() {
   s.losses = {{"ringbuf_full", 2}, {"output_dropped", 0}};
   s.reads_unnamed = {{"ambiguous", 3}, {"untracked", 1}};
   s.queue_unseen = 5;
+  s.unordered = 8;
+  s.reader_unknown = 9;
   s.tcp_bytes = {{"read", 1000}, {"reported", 900}, {"skipped", 64}};
   s.hook_misses = {{"tp_btf/tcp_probe", 6}, {"tp_btf/netif_receive_skb", 0}};
   return s;
@@ -239,6 +241,15 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
   CHECK(text.find("netlatd_drops_total") == std::string::npos);
   CHECK(sample_value(text, "netlatd_reads_unnamed_total{why=\"ambiguous\"}") == "3");
   CHECK(sample_value(text, "netlatd_queue_stamp_missing_total") == "5");
+  CHECK(sample_value(text, "netlatd_records_unordered_total") == "8");
+  CHECK(sample_value(text, "netlatd_records_reader_unknown_total") == "9");
+  // NAPI figures only where the hook gives them.
+  CHECK(text.find("netlatd_napi_total") == std::string::npos);
+  netlatd::MetricsSnapshot with_napi = example_snapshot();
+  with_napi.napi = {{"polls", 10}, {"packets", 40}, {"budget_exhausted", 1}};
+  const std::string napi_text = netlatd::render_prometheus(with_napi);
+  CHECK(sample_value(napi_text, "netlatd_napi_total{kind=\"packets\"}") == "40");
+  CHECK(sample_value(napi_text, "netlatd_napi_total{kind=\"budget_exhausted\"}") == "1");
   CHECK(sample_value(text, "netlatd_tcp_bytes_total{kind=\"read\"}") == "1000");
   CHECK(sample_value(text, "netlatd_tcp_bytes_total{kind=\"skipped\"}") == "64");
   CHECK(sample_value(text, "netlatd_hook_misses_total{hook=\"tp_btf/tcp_probe\"}") == "6");
