@@ -287,11 +287,13 @@ std::vector<std::pair<uint32_t, std::string>> interface_names(int netns_fd) {
 }
 
 LinkMonitor::LinkMonitor(int netns_fd) {
-  in_network_namespace(netns_fd, [this] {
+  int socket_err = 0;
+  in_network_namespace(netns_fd, [&] {
     fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    socket_err = errno;  // errno is the thread's own: the namespace's thread, not ours
   });
   if (fd_ < 0)
-    throw std::system_error(errno, std::generic_category(), "rtnetlink socket");
+    throw std::system_error(socket_err, std::generic_category(), "rtnetlink socket");
   // Room for a burst (many veths created at once) before the kernel drops
   // notifications; if it still does, read_events() reports it.
   int bytes = 1 << 20;
