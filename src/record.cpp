@@ -65,7 +65,9 @@ RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd
   const uint32_t tid = w.tid_flags & NETLATD_WIRE_TID_MASK;
   const auto named = tid ? readers_.find(tid) : readers_.end();
   if (named == readers_.end()) {
-    ++unnamed_;
+    // A tid the table lacks was named once (a reader record comes ahead of
+    // its packets) and forgotten by prune() since.
+    ++(tid ? forgotten_ : unnamed_);
     return Kind::Unnamed;
   }
   const uint64_t ret = w.recv_return_ns;

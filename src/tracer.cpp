@@ -464,6 +464,8 @@ std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
   // Records whose reader the kernel side could not name for lack of ring
   // space (RecordDecoder::Kind::Unnamed).
   drops[NETLATD_DROP_RINGBUF_FULL] += impl_->decoder.unnamed();
+  // Records of a reader the decoder had forgotten while they were in the ring.
+  drops[NETLATD_DROP_READER_FORGOTTEN] += impl_->decoder.forgotten();
   return drops;
 }
 

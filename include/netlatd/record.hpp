@@ -18,7 +18,8 @@ class RecordDecoder {
   enum class Kind {
     Packet,    // `out` holds the packet
     Reader,    // a reader was named: nothing to report
-    Unnamed,   // a packet whose reader the ring did not name (tid 0: it could not): left out, counted by unnamed()
+    Unnamed,   // a packet whose reader is not named: left out, counted by unnamed() (tid 0: the kernel side
+               // could not name it, ring full) or forgotten() (a reader prune() forgot while it was in the ring)
     Malformed  // neither size: left out
   };
 
@@ -28,6 +29,7 @@ class RecordDecoder {
 
   size_t readers() const noexcept { return readers_.size(); }
   uint64_t unnamed() const noexcept { return unnamed_; }
+  uint64_t forgotten() const noexcept { return forgotten_; }
   // Packets decoded with a reader stamp the kernel side left out for lying
   // over 4.29 s before the return (NETLATD_WIRE_FAR).
   uint64_t far() const noexcept { return far_; }
@@ -51,6 +53,7 @@ class RecordDecoder {
   uint64_t latest_ns_ = 0;  // the latest return stamp decoded
   std::unordered_map<uint32_t, Reader> readers_;
   uint64_t unnamed_ = 0;
+  uint64_t forgotten_ = 0;
   uint64_t far_ = 0;
 };
 

@@ -161,9 +161,11 @@ TEST_CASE("record: the reader is the one named last for its tid when the record 
   const netlatd_wire_packet w = *encode_packet(p);
   RecordDecoder d;
   netlatd_packet out;
-  SECTION("never named: left out, counted") {
+  SECTION("a tid never named (the kernel side names each reader ahead of its records: one forgotten): left out, "
+          "counted as forgotten") {
     CHECK(d.decode(&w, sizeof w, out) == RecordDecoder::Kind::Unnamed);
-    CHECK(d.unnamed() == 1);
+    CHECK(d.forgotten() == 1);
+    CHECK(d.unnamed() == 0);
   }
   SECTION("tid 0, a reader the kernel side could not name (ring full): left out, counted") {
     name(d, p);
@@ -174,6 +176,7 @@ TEST_CASE("record: the reader is the one named last for its tid when the record 
     w0.tid_flags &= ~NETLATD_WIRE_TID_MASK;
     CHECK(d.decode(&w0, sizeof w0, out) == RecordDecoder::Kind::Unnamed);
     CHECK(d.unnamed() == 1);
+    CHECK(d.forgotten() == 0);
   }
   SECTION("renamed (prctl, exec): later records carry the new name, earlier ones the old") {
     name(d, p);
@@ -240,7 +243,8 @@ TEST_CASE("record: readers idle since a time are forgotten; the recent kept; a f
   netlatd_packet out;
   const netlatd_wire_packet w = *encode_packet(old_reader);
   CHECK(d.decode(&w, sizeof w, out) == RecordDecoder::Kind::Unnamed);
-  CHECK(d.unnamed() == 1);
+  CHECK(d.forgotten() == 1);
+  CHECK(d.unnamed() == 0);
   // Named again (the kernel side was told to): decoded as before.
   name(d, old_reader);
   CHECK(same(decoded(d, w), old_reader));
