@@ -275,7 +275,10 @@ SEC("tp_btf/kfree_skb")
 int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb); }
 
 SEC("tp_btf/sched_waking")
-int BPF_PROG(waking_btf, struct task_struct *p) { return on_sched_waking(p); }
+int BPF_PROG(waking_typed, struct task_struct *p) { return on_sched_waking(p, true); }
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(waking_btf, struct task_struct *p) { return on_sched_waking(p, false); }
 
 SEC("tp_btf/sched_switch")
 int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)

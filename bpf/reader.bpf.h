@@ -72,12 +72,55 @@ static __always_inline int on_tcp_copied(struct sock *sk)
  * socket, which is what makes a waking the socket's. */
 #define WAKE_HINT_NS 10000000
 
+/* Whether `task` is one of the first four waiters on `sk`'s wait queue; if
+ * so, `*fn` is its entry's wake function. `typed`: plain loads through
+ * bpf_core_cast (bpf_rdonly_cast, 6.2+), one load each where the other way
+ * makes a bpf_probe_read_kernel call each. A compile-time constant: the
+ * variant for 6.1 must not hold the kfunc call. */
+static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed, __u64 *fn)
+{
+	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
+	if (typed) {
+		struct sock *ts = bpf_core_cast(sk, struct sock);
+		struct socket_wq *wq = ts->sk_wq;
+		if (!wq)
+			return false;
+		struct list_head *head = &wq->wait.head, *node = wq->wait.head.next;
+		for (int i = 0; i < 4; i++) {
+			if (!node || node == head)
+				return false;
+			struct wait_queue_entry *we = bpf_core_cast((void *)node - off, struct wait_queue_entry);
+			if ((__u64)we->private == task) {
+				*fn = (__u64)we->func;
+				return true;
+			}
+			node = node->next;
+		}
+		return false;
+	}
+	struct socket_wq *wq = BPF_CORE_READ(sk, sk_wq);
+	if (!wq)
+		return false;
+	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
+	for (int i = 0; i < 4; i++) {
+		if (!node || node == head)
+			return false;
+		struct wait_queue_entry *we = (void *)node - off;
+		if ((__u64)BPF_CORE_READ(we, private) == task) {
+			*fn = (__u64)BPF_CORE_READ(we, func);
+			return true;
+		}
+		node = BPF_CORE_READ(node, next);
+	}
+	return false;
+}
+
 /* sched_waking: if a watched socket's data-ready call just ran on this CPU
  * and `p` waits on that socket's wait queue, the socket woke it. Readers
  * asleep inside a receive call wait with receiver_wake_function (datagram
  * sockets) or woken_wake_function (TCP); an epoll or poll waiter is woken
  * through another queue and is not recognised here. */
-static __always_inline int on_sched_waking(struct task_struct *p)
+static __always_inline int on_sched_waking(struct task_struct *p, bool typed)
 {
 	struct cpu_state *cs = this_cpu();
 	if (!cs || !cs->hint_sk)
@@ -87,30 +130,15 @@ static __always_inline int on_sched_waking(struct task_struct *p)
 		cs->hint_sk = 0;
 		return 0;
 	}
-	/* Plain reads (not bpf_core_cast, a 6.2 kfunc): these run on 6.1 too. */
-	struct sock *sk = (struct sock *)cs->hint_sk;
-	struct socket_wq *wq = BPF_CORE_READ(sk, sk_wq);
-	if (!wq)
+	__u64 fn = 0;
+	if (!find_waiter((struct sock *)cs->hint_sk, ptr_value(p), typed, &fn))
 		return 0;
-	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
-	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
-	__u64 task = ptr_value(p);
-	for (int i = 0; i < 4; i++) {
-		if (!node || node == head)
-			return 0;
-		struct wait_queue_entry *we = (void *)node - off;
-		if ((__u64)BPF_CORE_READ(we, private) == task) {
-			__u64 fn = (__u64)BPF_CORE_READ(we, func);
-			struct reader_state *rs = reader_of(p, true);
-			if (!rs)
-				return 0;
-			rs->woken_ns = now;
-			rs->woken_sk = cs->hint_sk;
-			rs->woken_in_call = fn && (fn == targ_receiver_wake_fn || fn == targ_woken_wake_fn);
-			return 0;
-		}
-		node = BPF_CORE_READ(node, next);
-	}
+	struct reader_state *rs = reader_of(p, true);
+	if (!rs)
+		return 0;
+	rs->woken_ns = now;
+	rs->woken_sk = cs->hint_sk;
+	rs->woken_in_call = fn && (fn == targ_receiver_wake_fn || fn == targ_woken_wake_fn);
 	return 0;
 }
 

@@ -80,7 +80,14 @@ int run_check(const Options &opts, const KernelFeatures &features) {
     std::string cands;
     for (const HookCandidate &cand : c.point->candidates) {
       bool ok = features.can_attach(cand.kind, cand.target);
-      cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", hook_label(cand), ok ? "" : " (no)");
+      std::string label = hook_label(cand);
+      // Two programs at one hook differ in what they call: "tp_btf/sched_waking
+      // with bpf_rdonly_cast (no)" on a kernel without the kfunc.
+      if (!cand.kfunc.empty()) {
+        label += fmt::format(" with {}", cand.kfunc);
+        ok = ok && features.has_kfunc(cand.kfunc);
+      }
+      cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", label, ok ? "" : " (no)");
     }
     std::printf("  %-24s %-36s [%s]%s\n", std::string(c.point->name).c_str(),
                 c.chosen ? hook_label(*c.chosen).c_str() : "-", cands.c_str(),

@@ -41,7 +41,10 @@ const std::vector<HookPoint> &hook_points() {
       {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
       {Point::TcpCopied, "tcp_copied", false, {{"tcp_copied_btf", K::TpBtf, "tcp_rcv_space_adjust"}}},
       {Point::KfreeSkb, "kfree_skb", false, {{"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
-      {Point::SchedWaking, "sched_waking", false, {{"waking_btf", K::TpBtf, "sched_waking"}}},
+      // waking_typed walks the socket's wait queue with plain loads through
+      // bpf_core_cast (bpf_rdonly_cast, 6.2+); waking_btf with probe reads.
+      {Point::SchedWaking, "sched_waking", false,
+       {{"waking_typed", K::TpBtf, "sched_waking", "bpf_rdonly_cast"}, {"waking_btf", K::TpBtf, "sched_waking"}}},
       {Point::SchedSwitch, "sched_switch", false, {{"switch_btf", K::TpBtf, "sched_switch"}}},
       {Point::SkbCopy, "skb_copy_datagram_iovec", false, {{"copy_btf", K::TpBtf, "skb_copy_datagram_iovec"}}},
       {Point::RecvCallStart, "recv_call_start", false, {{"recv_call_fentry", K::Fentry, "sock_recvmsg"}}},
@@ -116,7 +119,7 @@ HookPlan choose_hooks(const KernelFeatures &features) {
   for (const HookPoint &hp : hook_points()) {
     HookChoice choice{&hp, std::nullopt};
     for (const HookCandidate &c : hp.candidates) {
-      if (features.can_attach(c.kind, c.target)) {
+      if ((c.kfunc.empty() || features.has_kfunc(c.kfunc)) && features.can_attach(c.kind, c.target)) {
         choice.chosen = c;
         break;
       }
@@ -225,6 +228,10 @@ public:
       if (member == btf__name_by_offset(btf_, m->name_off))
         return true;
     return false;
+  }
+
+  bool has_kfunc(std::string_view name) const override {
+    return btf_ && btf__find_by_name_kind(btf_, std::string(name).c_str(), BTF_KIND_FUNC) >= 0;
   }
 
   std::string kernel_release() const override {

@@ -20,6 +20,9 @@ struct HookCandidate {
   std::string_view program;  // BPF program name in bpf/netlatd.bpf.c
   AttachKind kind;
   std::string_view target;   // tracepoint or kernel function
+  // A kfunc the program calls, which the kernel must have ("" for none): a
+  // program calling one the kernel lacks would not load.
+  std::string_view kfunc = {};
 };
 
 enum class Point {
@@ -74,6 +77,8 @@ public:
   virtual std::string kernel_release() const = 0;
   // Whether the kernel's BTF has this member in this struct (CO-RE field checks).
   virtual bool has_member(std::string_view strct, std::string_view member) const = 0;
+  // Whether the kernel has this kfunc (a function in its BTF a BPF program may call).
+  virtual bool has_kfunc(std::string_view name) const = 0;
 };
 
 // Probes the live kernel (needs root or CAP_BPF+CAP_PERFMON). Results are cached.

@@ -23,6 +23,7 @@ public:
       "tcp_rcv_space_adjust", "udp_fail_queue_rcv_skb"};
   std::set<std::string> functions = {"__udp_enqueue_schedule_skb", "sock_recvmsg", "skb_consume_udp"};
   std::set<std::string> members;  // "struct.member"
+  std::set<std::string> kfuncs;
 
   bool has_vmlinux_btf() const override { return true; }
   bool has_ringbuf() const override { return true; }
@@ -39,6 +40,7 @@ public:
   bool has_member(std::string_view strct, std::string_view member) const override {
     return members.count(std::string(strct) + "." + std::string(member)) > 0;
   }
+  bool has_kfunc(std::string_view name) const override { return kfuncs.count(std::string(name)) > 0; }
 };
 
 // This machine's kernel: every tracepoint, fentry refused, 6.18's UDP
@@ -47,6 +49,7 @@ FakeKernel kernel_6_18() {
   FakeKernel k;
   k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
   k.members.insert("udp_sock.udp_prod_queue");
+  k.kfuncs.insert("bpf_rdonly_cast");
   return k;
 }
 
@@ -61,6 +64,7 @@ FakeKernel kernel_6_12() {
   FakeKernel k;
   k.fentry = true;
   k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
+  k.kfuncs.insert("bpf_rdonly_cast");
   return k;
 }
 
@@ -181,4 +185,25 @@ TEST_CASE("every candidate program names a distinct BPF program", "[hooks]") {
     for (const HookCandidate &c : p.candidates)
       CHECK(names.insert(std::string(c.program)).second);
   CHECK(names.size() >= hook_points().size());
+}
+
+// A program that calls a kfunc is chosen only where the kernel has it: on
+// 6.1 (no bpf_rdonly_cast) it would not load, and netlatd would not start.
+TEST_CASE("sched_waking: typed loads where bpf_rdonly_cast exists, probe reads on 6.1; one label either way",
+          "[hooks]") {
+  for (const FakeKernel &k : {kernel_6_18(), kernel_6_12()}) {
+    HookPlan plan = choose_hooks(k);
+    REQUIRE(plan.has(Point::SchedWaking));
+    CHECK(plan.choice(Point::SchedWaking).chosen->program == "waking_typed");
+    CHECK(plan.label(Point::SchedWaking) == "tp_btf/sched_waking");
+  }
+  HookPlan old = choose_hooks(kernel_6_1());
+  REQUIRE(old.has(Point::SchedWaking));
+  CHECK(old.choice(Point::SchedWaking).chosen->program == "waking_btf");
+  CHECK(old.label(Point::SchedWaking) == "tp_btf/sched_waking");
+  // Every program a plan may choose that calls a kfunc names it.
+  for (const HookPoint &hp : hook_points())
+    for (const HookCandidate &c : hp.candidates)
+      if (c.program.find("typed") != std::string_view::npos)
+        CHECK(c.kfunc == "bpf_rdonly_cast");
 }
