@@ -89,7 +89,9 @@ static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed,
 		for (int i = 0; i < 4; i++) {
 			if (!node || node == head)
 				return false;
-			struct wait_queue_entry *we = bpf_core_cast((void *)node - off, struct wait_queue_entry);
+			/* The entry around the node, from a number: 6.12's verifier
+			 * refuses to subtract from an untrusted pointer. */
+			struct wait_queue_entry *we = bpf_core_cast((void *)(ptr_value(node) - off), struct wait_queue_entry);
 			if ((__u64)we->private == task) {
 				*fn = (__u64)we->func;
 				return true;
