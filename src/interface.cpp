@@ -85,6 +85,10 @@ std::optional<T> attr_value(const rtattr *a) {
 // IFLA_LINKINFO: the kind, and for a VLAN its id from IFLA_INFO_DATA (whose
 // attributes mean what the kind says, so read once the kind is known).
 void parse_link_info(const rtattr *info, LinkEvent &e) {
+  // A second IFLA_LINKINFO in one message replaces the first as a whole:
+  // a VLAN id must not outlive the kind it came with.
+  e.type.clear();
+  e.vlan_id = 0;
   const rtattr *data = nullptr;
   int left = static_cast<int>(RTA_PAYLOAD(info));
   for (auto *a = static_cast<const rtattr *>(RTA_DATA(info)); RTA_OK(a, left); a = RTA_NEXT(a, left)) {
