@@ -489,15 +489,22 @@ int Service::run() {
 
   if (!live)
     spdlog::warn("the hooks did not see a loopback self-test datagram within 2 s; they may not be live yet");
+  // The verifier's share of the start, and the program nearest its budget.
+  const Tracer::VerifierWalk &walk = tracer_->verifier_walk();
+  const std::string verifier =
+      walk.most ? fmt::format(" (verifier {:.0f} ms; most walked: {}, {} instructions, {:.0f}% of its budget)",
+                              walk.load_ms, walk.most_program, walk.most,
+                              100.0 * static_cast<double>(walk.most) / static_cast<double>(Tracer::kVerifierBudget))
+                : "";
   if (traces_several_ifaces(opts_.ifaces))
-    spdlog::info("tracing {} ({} interfaces, {} devices, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; "
+    spdlog::info("tracing {} ({} interfaces, {} devices, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms{}; "
                  "ready",
                  header_.iface, follower_.present(), target_.devices.size(), target_.irqs.size(),
-                 fmt::join(opts_.ports, ","), tracer_->programs_attached(), attach_ms);
+                 fmt::join(opts_.ports, ","), tracer_->programs_attached(), attach_ms, verifier);
   else
-    spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms; ready",
+    spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms{}; ready",
                  header_.iface, header_.ifindex, target_.irqs.size(), fmt::join(opts_.ports, ","),
-                 tracer_->programs_attached(), attach_ms);
+                 tracer_->programs_attached(), attach_ms, verifier);
   notifier_.ready();
   set_status();
 

@@ -166,6 +166,7 @@ struct Tracer::Impl {
   static constexpr uint64_t kReaderIdleNs = 60'000'000'000ull;
   int ncpus = 1;
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program
+  Tracer::VerifierWalk walk;
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching;   // keys in `watch`: netns, ifindex, vlan
   // --cgroup: each kept directory and the inode of the cgroup the map holds
   // for it (0: the directory was gone when last looked at).
@@ -273,6 +274,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     std::lock_guard lock(g_libbpf_mu);
     g_verifier_verdict.clear();
   }
+  const uint64_t load_start = monotonic_ns();
   if (int err = netlatd_bpf__load(skel)) {
     std::string why = last_libbpf_warning();
     {
@@ -282,6 +284,25 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     }
     throw Error(ExitCode::Unavailable,
                 "the kernel refused netlatd's BPF programs: " + errno_text(err) + (why.empty() ? "" : " (" + why + ")"));
+  }
+
+  // What each program cost the verifier (bpf_prog_info.verified_insns,
+  // 5.16+): a slow start names its program, and a program near the
+  // verifier's budget shows before a kernel whose verifier walks further
+  // refuses it.
+  impl_->walk.load_ms = static_cast<double>(monotonic_ns() - load_start) / 1e6;
+  for (bpf_program *p : chosen) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_prog_get_info_by_fd(bpf_program__fd(p), &info, &len) != 0)
+      continue;
+    spdlog::debug("verifier: {}: {} instructions walked, {} loaded", bpf_program__name(p), info.verified_insns,
+                  info.xlated_prog_len / 8);
+    impl_->walk.total += info.verified_insns;
+    if (info.verified_insns > impl_->walk.most) {
+      impl_->walk.most = info.verified_insns;
+      impl_->walk.most_program = bpf_program__name(p);
+    }
   }
 
   // Before any program runs: the kept cgroups, each held by the map from
@@ -323,6 +344,8 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     throw Error(ExitCode::Unavailable, "cannot map the BPF ring buffer: " + errno_text(err));
   }
 }
+
+const Tracer::VerifierWalk &Tracer::verifier_walk() const { return impl_->walk; }
 
 Tracer::~Tracer() {
   // Links first, so no program runs while the maps go away.

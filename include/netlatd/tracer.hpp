@@ -87,6 +87,18 @@ public:
   std::vector<CgroupChange> refresh_cgroup_filters();
 
   size_t programs_attached() const { return links_.size(); }
+  // What loading the programs cost: the verifier's walk (instructions it
+  // processed, bpf_prog_info.verified_insns; 0 on kernels before 5.16) in
+  // all, and the program that took most of it, against the verifier's
+  // budget of 1,000,000 per program.
+  struct VerifierWalk {
+    double load_ms = 0;
+    uint64_t total = 0;
+    uint64_t most = 0;
+    std::string most_program;
+  };
+  static constexpr uint64_t kVerifierBudget = 1'000'000;
+  const VerifierWalk &verifier_walk() const;
   std::array<uint64_t, NETLATD_DROP_COUNT> drop_totals() const;
   std::array<uint64_t, NETLATD_CNT_COUNT> counter_totals() const;
   // Per hook (its label, "tp_btf/tcp_probe"): the times its program did not

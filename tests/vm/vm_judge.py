@@ -205,11 +205,28 @@ def unmeasured_first_read(v, intervals, udp, udp_rx, reader_first):
     return 1
 
 
+def judge_verifier_walk(v, lines):
+    """The start line names the program the guest's verifier walked most:
+    it must leave 40% of the 1M-instruction budget free, on this kernel's
+    verifier as on the host's (the service test checks the host's)."""
+    stderr, _ = section(lines, "NETLATD-STDERR")
+    walked = None
+    for l in stderr or []:
+        m = re.search(r"most walked: (\w+), (\d+) instructions", l)
+        if m:
+            walked = (m.group(1), int(m.group(2)))
+    v.check(walked is not None, "the start line names the most walked program")
+    if walked:
+        log(f"verifier: most walked {walked[0]}, {walked[1]} instructions")
+        v.check(walked[1] <= 600_000, f"{walked[0]} walked {walked[1]} of the verifier's 1,000,000 (at most 600,000)")
+
+
 def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats):
     """netlatd's output in one phase against what nlrx read. Fills `stats`
     with the figures the tier reports (irq coverage, unordered)."""
     exit_line = marker(lines, "NETLATD-EXIT")
     v.check(exit_line == "rc=0", f"netlatd exited 0 after SIGTERM ({exit_line})")
+    judge_verifier_walk(v, lines)
     records = json_records(v, lines)
     intervals = [r for r in records if r.get("type") == "interval"]
     v.check(len(intervals) >= 1, f"{len(intervals)} interval lines")
