@@ -178,6 +178,14 @@ static __always_inline __u64 ptr_value(const void *p)
 	return *(volatile __u64 *)&cs->scratch;
 }
 
+/* opaque_value with this CPU's state at hand: no helper call, so it may run
+ * under a socket's lock. */
+static __always_inline __u64 opaque_on(struct cpu_state *cs, __u64 v)
+{
+	*(volatile __u64 *)&cs->scratch = v;
+	return *(volatile __u64 *)&cs->scratch;
+}
+
 /* `v` as a number the verifier knows nothing of (what it loads from a map
  * value): where a value known on one path and unknown on another would fork
  * its walk of everything after. */

@@ -261,6 +261,9 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	}
 	if (gone_seen != st->gone)
 		certain = false;
+	/* Where the walk stopped is no matter after it: without this, each
+	 * place it can stop is a state of its own through all that follows. */
+	n = (__u32)opaque_on(cs, n);
 	if (certain && fit && !(fit & (fit - 1))) {
 		__u32 pick = 0;
 		for (__u32 i = 0; i < UDP_SCAN; i++)
