@@ -81,7 +81,11 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 		st->reader_tid = in->tid;
 	else if (st->reader_tid != in->tid)
 		st->readers_many = 1;
-	if (in->consumed) {
+	/* The kernel names each read's datagram exactly where it can be
+	 * hooked (in->consumed is never 0 then): a constant, so that no
+	 * verifier walks the way not taken (6.1's cannot tell from the check
+	 * before the lock that in->consumed is not 0). */
+	if (targ_udp_join == UDP_JOIN_CONSUME) {
 		r = decide_named(st, slots, mask, in->consumed, in->unseen, cs);
 	} else {
 		r = decide_by_order(st, slots, mask, in, cs, hp);
@@ -160,7 +164,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize() : 0);
 	}
 	struct udp_big_state *big = udp_big_of(sk, st, false);
-	if (!in.consumed) {
+	if (targ_udp_join != UDP_JOIN_CONSUME) {
 		in.head = queue_head(sk, typed);
 		/* Where the kernel says when a producer is mid-batch, it alone
 		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
@@ -184,7 +188,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	bpf_spin_unlock(&st->lock);
 	/* Named but in no slot: not pushed yet (take it from the stash), or
 	 * pushed between the unlock and the stash claim (look once more). */
-	if (r == READ_UNTRACKED && in.consumed && !emit_unpushed(in.consumed, v) && lock_with_big(sk, st, &big)) {
+	if (targ_udp_join == UDP_JOIN_CONSUME && r == READ_UNTRACKED && !emit_unpushed(in.consumed, v) && lock_with_big(sk, st, &big)) {
 		r = udp_decide(st, big, &in, cs, &hp);
 		bpf_spin_unlock(&st->lock);
 	}
@@ -192,7 +196,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		ADD(drops, NETLATD_DROP_UNSEEN_READ, cs->n_unseen);
 	if (r == READ_AMBIGUOUS)
 		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-	else if (r == READ_UNTRACKED && !in.consumed)
+	else if (r == READ_UNTRACKED && targ_udp_join != UDP_JOIN_CONSUME)
 		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
 	emit_out(cs, v);
 }
