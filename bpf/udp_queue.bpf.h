@@ -129,8 +129,7 @@ struct mirror_walk {
 	struct sk_buff_head *q;     /* the queue walked */
 	struct sk_buff_head *readq; /* walked after the receive queue, if that had no slot */
 	struct sk_buff *skb;
-	struct sk_buff *oldest;     /* the oldest without a slot so far */
-	__u64 oldest_key;
+	__u64 oldest_key;           /* the oldest without a slot so far, 0 = none */
 };
 
 static long mirror_step(__u32 i, struct mirror_walk *w)
@@ -165,7 +164,6 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 		w->done = true;
 		return 1;
 	}
-	w->oldest = skb;
 	w->oldest_key = key;
 	w->skb = skb->prev;
 	return 0;
@@ -225,10 +223,13 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
 		__u64 now = bpf_ktime_get_ns();
 		*now_out = now;
+		/* Typed again from its number (sk_data_ready came in 6.5, the
+		 * cast in 6.2): a pointer the walk carried would make each step
+		 * two states for the verifier, before and after it found one. */
+		struct sk_buff *skb = w.oldest_key ? bpf_core_cast((void *)w.oldest_key, struct sk_buff) : NULL;
 		if (!lock_with_big(sk, st, &big))
 			return;
 		bool made = true;
-		struct sk_buff *skb = w.oldest;
 		if (!w.done) {
 			/* More datagrams without a slot than the walk reaches: the
 			 * oldest is out of sight, and order cannot be kept. */
