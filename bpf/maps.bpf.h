@@ -192,10 +192,7 @@ static __always_inline __u64 opaque_on(struct cpu_state *cs, __u64 v)
 static __always_inline __u64 opaque_value(__u64 v)
 {
 	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return v;
-	*(volatile __u64 *)&cs->scratch = v;
-	return *(volatile __u64 *)&cs->scratch;
+	return cs ? opaque_on(cs, v) : v;
 }
 
 /* ---- per-socket state: socket-local storage, freed with its socket -------------- */

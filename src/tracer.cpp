@@ -298,7 +298,6 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
       continue;
     spdlog::debug("verifier: {}: {} instructions walked, {} loaded", bpf_program__name(p), info.verified_insns,
                   info.xlated_prog_len / 8);
-    impl_->walk.total += info.verified_insns;
     if (info.verified_insns > impl_->walk.most) {
       impl_->walk.most = info.verified_insns;
       impl_->walk.most_program = bpf_program__name(p);

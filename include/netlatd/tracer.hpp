@@ -87,13 +87,11 @@ public:
   std::vector<CgroupChange> refresh_cgroup_filters();
 
   size_t programs_attached() const { return links_.size(); }
-  // What loading the programs cost: the verifier's walk (instructions it
-  // processed, bpf_prog_info.verified_insns; 0 on kernels before 5.16) in
-  // all, and the program that took most of it, against the verifier's
-  // budget of 1,000,000 per program.
+  // What loading the programs cost: the time, and the program the verifier
+  // walked most (instructions it processed, bpf_prog_info.verified_insns; 0
+  // on kernels before 5.16), against its budget of 1,000,000 per program.
   struct VerifierWalk {
     double load_ms = 0;
-    uint64_t total = 0;
     uint64_t most = 0;
     std::string most_program;
   };
