@@ -428,7 +428,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_option("--irq", irq_lists,
                  "The interface's receive IRQ lines (e.g. 24,25 or 24-31), instead of finding them");
   app.add_option("--duration", o.duration_s, "Stop after this many seconds (default: run until signalled)");
-  app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages");
+  app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages and the verifier's walk per program");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
   app.add_flag("--demo", o.demo, "Trace loopback with traffic netlatd generates itself (defaults: lo, port 47000)");
   app.footer("Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no such interface or netns, 69 kernel lacks a\n"
