@@ -294,7 +294,9 @@ struct reader_state {
 	__u64 call_sk;
 	__u64 consumed_skb;  /* the datagram skb_consume_udp gave this call */
 	__u64 consumed_sk;
+	__u64 consumed_ns;   /* when: the datagram was received before it */
 	__u64 unseen_skb;    /* a previous call's datagram, whose return was not seen */
+	__u64 unseen_ns;     /* when that call consumed it */
 	__u64 woken_ns;      /* woken by a watched socket's data-ready call */
 	__u64 woken_sk;
 	__u64 tcp_sk;        /* TCP: tcp_rcv_space_adjust in this call, */

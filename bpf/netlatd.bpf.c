@@ -45,18 +45,25 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* ---- the receive call returns --------------------------------------------------- */
 
-/* A datagram the kernel named for this read that has no slot yet: its
- * data-ready call has not pushed it. Emitted from the stash, without the
- * queueing stamp the push would have given it. */
-static __always_inline bool emit_unpushed(__u64 skb, const struct read_view *v)
+/* A datagram the kernel named for this read (consumed at `taken_ns`) that has
+ * no slot yet: its data-ready call has not pushed it. Emitted from the stash,
+ * without the queueing stamp the push would have given it. The entry is held
+ * busy before it is read: the datagram is freed by now, and a newer one at
+ * its address could otherwise be written into the entry under the copy (an
+ * interrupt on this CPU is enough). One received after `taken_ns` is that
+ * newer datagram's (find_named_slot), and is given back. */
+static __always_inline bool emit_unpushed(__u64 skb, __u64 taken_ns, const struct read_view *v)
 {
 	struct netlatd_stash_entry *e = stash_find(skb);
-	if (!e)
-		return false;
+	if (!e || __sync_val_compare_and_swap(&e->skb, skb, NETLATD_STASH_BUSY) != skb)
+		return false; /* pushed this instant: the slot has it */
 	struct netlatd_rx rx;
 	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
-	if (!stash_claim(e, skb))
-		return false; /* pushed this instant: the slot has it */
+	if (!gt_bit(taken_ns, rx.receive_ns)) {
+		__sync_lock_test_and_set(&e->skb, skb);
+		return false;
+	}
+	__sync_lock_test_and_set(&e->skb, NETLATD_STASH_FREE);
 	emit_record(&rx, 0, true, v, NETLATD_READER_KNOWN);
 	return true;
 }
@@ -86,7 +93,7 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 	 * verifier walks the way not taken (6.1's cannot tell from the check
 	 * before the lock that in->consumed is not 0). */
 	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		r = decide_named(st, slots, mask, in->consumed, in->unseen, cs);
+		r = decide_named(st, slots, mask, in, cs);
 	} else {
 		r = decide_by_order(st, slots, mask, in, cs, hp);
 		/* The decision and the head as numbers the verifier does not
@@ -125,13 +132,15 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		in.consumed = rs && rs->consumed_sk == (__u64)sk ? rs->consumed_skb : 0;
 		in.unseen = rs && rs->consumed_sk == (__u64)sk ? rs->unseen_skb : 0;
 		if (rs) {
+			in.consumed_ns = rs->consumed_ns;
+			in.unseen_ns = rs->unseen_ns;
 			rs->consumed_skb = 0;
 			rs->unseen_skb = 0;
 		}
 		if (!in.consumed)
 			return; /* the call began before netlatd attached */
 		if (!st) {
-			if (!emit_unpushed(in.consumed, v))
+			if (!emit_unpushed(in.consumed, in.consumed_ns, v))
 				COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
 			return;
 		}
@@ -188,7 +197,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	bpf_spin_unlock(&st->lock);
 	/* Named but in no slot: not pushed yet (take it from the stash), or
 	 * pushed between the unlock and the stash claim (look once more). */
-	if (targ_udp_join == UDP_JOIN_CONSUME && r == READ_UNTRACKED && !emit_unpushed(in.consumed, v) && lock_with_big(sk, st, &big)) {
+	if (targ_udp_join == UDP_JOIN_CONSUME && r == READ_UNTRACKED && !emit_unpushed(in.consumed, in.consumed_ns, v) && lock_with_big(sk, st, &big)) {
 		r = udp_decide(st, big, &in, cs, &hp);
 		bpf_spin_unlock(&st->lock);
 	}

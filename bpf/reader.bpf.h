@@ -30,13 +30,20 @@ static __always_inline int on_recv_call(struct socket *sock)
 	rs->call_sk = (__u64)sk;
 	/* Still set: the previous call consumed it and returned unseen (it was
 	 * already blocked when the fexit attached). */
-	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk) {
 		rs->unseen_skb = rs->consumed_skb;
+		rs->unseen_ns = rs->consumed_ns;
+	}
 	rs->consumed_skb = 0;
 	return 0;
 }
 
-/* fentry/skb_consume_udp: the datagram this UDP receive call dequeued. */
+/* fentry/skb_consume_udp: the datagram this UDP receive call dequeued, and
+ * when. The kernel frees it right after, and the next skb allocated at its
+ * address may be another datagram of this socket, queued and given a slot
+ * before this call returns: its address alone does not name it then. The
+ * time does (find_named_slot): a datagram received before this instant is
+ * not the one allocated after the free that follows it. */
 static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb)
 {
 	if (!port_watched(sk->__sk_common.skc_num))
@@ -46,10 +53,13 @@ static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb)
 		return 0;
 	/* Still set: this task's previous call on the socket consumed it and
 	 * returned unseen (it was already blocked when the fexit attached). */
-	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk)
+	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk) {
 		rs->unseen_skb = rs->consumed_skb;
+		rs->unseen_ns = rs->consumed_ns;
+	}
 	rs->consumed_skb = (__u64)skb;
 	rs->consumed_sk = (__u64)sk;
+	rs->consumed_ns = bpf_ktime_get_ns();
 	return 0;
 }
 

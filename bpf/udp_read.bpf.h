@@ -117,13 +117,19 @@ static __always_inline __u32 read_bufsize(void)
 struct udp_read_in {
 	__u64 consumed;  /* UDP_JOIN_CONSUME: the skb this call dequeued, 0 = none seen */
 	__u64 unseen;    /* UDP_JOIN_CONSUME: an earlier call's, whose return was not seen */
+	__u64 unseen_ns; /* UDP_JOIN_CONSUME: when that was consumed (find_named_slot) */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
 	bool quiet;      /* producers_quiet(), or pushes precede queueing */
 	bool sole;       /* one CPU alone feeds the port */
 	__u32 tid;       /* the reading thread */
-	__u64 head;      /* queue_head() */
+	/* One or the other (the stack of recv_ret with read_step's is at 6.1's
+	 * 512-byte limit, tests/unit/scripts/bpf_stack_check.py). */
+	union {
+		__u64 head;        /* queue order: queue_head() */
+		__u64 consumed_ns; /* UDP_JOIN_CONSUME: when `consumed` was consumed */
+	};
 };
 
 /* Whether this read may have truncated a longer datagram to what it returned:
@@ -393,10 +399,10 @@ static __always_inline void advance_head(struct udp_sock_state *st, struct udp_s
  * of this task whose return was not seen, which no record can be of. Lock
  * held. */
 static __always_inline int decide_named(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					__u64 skb, __u64 unseen, struct cpu_state *cs)
+					const struct udp_read_in *in, struct cpu_state *cs)
 {
-	if (unseen) {
-		int u = find_slot(st, slots, mask, unseen);
+	if (in->unseen) {
+		int u = find_named_slot(st, slots, mask, in->unseen, in->unseen_ns);
 		if (u >= 0) {
 			struct udp_slot *s = &slots[(st->head + u) & mask];
 			s->state = SLOT_DONE;
@@ -405,7 +411,7 @@ static __always_inline int decide_named(struct udp_sock_state *st, struct udp_sl
 			cs->n_unseen++;
 		}
 	}
-	int at = find_slot(st, slots, mask, skb);
+	int at = find_named_slot(st, slots, mask, in->consumed, in->consumed_ns);
 	if (at < 0)
 		return READ_UNTRACKED;
 	take_slot(st, slots, mask, st->head + at, cs, false);

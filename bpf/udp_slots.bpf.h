@@ -86,6 +86,30 @@ static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot 
 	return (int)found - 1;
 }
 
+/* The slot of the datagram a read consumed at `taken_ns` (fentry/
+ * skb_consume_udp), at address `skb`: the newest LIVE slot of that address
+ * whose datagram was received before then, as an offset from the head, or
+ * -1. A slot of the address received after is another datagram's: the
+ * kernel freed this one after `taken_ns`, and only then could the address be
+ * allocated again, before that datagram's receive stamp. Both stamps are
+ * bpf_ktime_get_ns(), one clock on every CPU. Without the time, a read whose
+ * return came after that newer datagram was queued took its slot: a record
+ * with another datagram's stamps (seen in a 6.12 guest). */
+static __always_inline int find_named_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					   __u64 skb, __u64 taken_ns)
+{
+	__u32 h = st->head, n = st->tail - h;
+	__u64 found = 0; /* offset + 1 */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE) & gt_bit(taken_ns, s->rx.receive_ns);
+		found += match * (i + 1 - found);
+	}
+	return (int)found - 1;
+}
+
 /* The newest LIVE slot of `skb` among the newest UDP_SCAN slots, as an
  * offset back from the tail (0 = the newest), or -1: where a data-ready walk
  * looks, since the datagrams at the queue's tail have the newest slots. */
