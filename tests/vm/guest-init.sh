@@ -170,6 +170,33 @@ phase_reader_first() {
 	fi
 }
 
+# e2e with a read's skb address given to the next datagram before the read
+# returns (docs/JOIN.md): stall.bpf.o (bpftool autoattach) holds each read of
+# port 5000 for 3 ms after skb_consume_udp freed its skb, while the host's
+# next datagram (2 ms behind) arrives on the same CPU (the NIC's IRQs and
+# nlrx both on CPU 1), where the slab usually hands it the skb just freed.
+REUSE_IRQS='^(eth0|virtio0-input)'
+phase_reuse() {
+	for d in /proc/irq/*/; do
+		if ls "$d" | grep -qE "$REUSE_IRQS"; then
+			echo 2 >"${d}smp_affinity"
+			mark "REUSE-IRQS $(basename "$d") $(ls "$d" | grep -E "$REUSE_IRQS") affinity=$(cat "${d}smp_affinity")"
+		fi
+	done
+	if ! bpftool prog loadall /opt/stall.bpf.o /sys/fs/bpf/stall autoattach >/tmp/stall.out 2>&1; then
+		section STALL /tmp/stall.out
+		return
+	fi
+	mark "STALL-ATTACHED"
+	if start_netlatd; then
+		NLRX_IN="taskset 2"
+		start_nlrx && receive_traffic reuse
+		NLRX_IN=""
+		stop_netlatd
+	fi
+	rm -rf /sys/fs/bpf/stall
+}
+
 # Stacked devices, with traffic the guest makes itself: a peer network
 # namespace sends over veth pairs to nlrx here; netlatd traces a VLAN
 # (va.100 over the veth va) and a bond (bond0, active-backup, over the veth

@@ -52,7 +52,7 @@ GUESTS = {
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "reuse")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -101,7 +101,28 @@ def judge_traced(reader_first):
         judge_irq_activity(v, lines, ctx.irq_rows)
         ctx.stats[ctx.phase] = {}
         judge_netlatd(v, lines, got, ctx.guest, reader_first, ctx.args.netlatd_args, ctx.stats[ctx.phase])
+        return got
     return judge
+
+
+# stall.bpf.c's hold of each read, and the least share of reads it must have
+# held for the phase to have tested anything.
+STALL_MS = 3.0
+
+
+def judge_reuse(v, lines, sent, ctx):
+    """As e2e (every record of the datagram its read returned, in order), with
+    each read held after its skb was freed while the next datagram arrives on
+    the same CPU; and proof that the hold happened."""
+    v.check(any(l.startswith(f"{MARK}STALL-ATTACHED") for l in lines),
+            "the test program holding reads after skb_consume_udp is attached")
+    irqs = [l[len(MARK) + len("REUSE-IRQS "):] for l in lines if l.startswith(f"{MARK}REUSE-IRQS")]
+    log(f"reuse: the NIC's IRQs moved to CPU 1: {'; '.join(irqs) or 'none found'}")
+    got = judge_traced(False)(v, lines, sent, ctx)
+    reads = got.get("udp_reads") or []
+    held = sum(1 for _, before, after in reads if after - before >= STALL_MS * 1e6)
+    v.check(reads and held >= 0.9 * len(reads),
+            f"reads held >= {STALL_MS:g} ms after their skb was freed: {held} of {len(reads)}")
 
 
 PHASES = {
@@ -117,6 +138,10 @@ PHASES = {
     "stacked": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines), True),
     # The same in a namespace of its own, netlatd outside it with --netns.
     "stacked_netns": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines, netns=True), True),
+    # e2e with each read held after the kernel freed its skb (stall.bpf.c),
+    # while the next datagram arrives on the same CPU: it usually gets the
+    # freed skb's address before the read returns (docs/JOIN.md).
+    "reuse": Phase(send_udp_tcp, judge_reuse, True),
 }
 
 
@@ -214,6 +239,8 @@ def parse_args():
                     help="extra netlatd options, e.g. --verbose")
     ap.add_argument("--extra-bin", action="append", default=[],
                     help="another host binary (with its libraries) to ship to /usr/bin")
+    ap.add_argument("--stall-bpf", help="stall.bpf.o, the phase reuse's test program")
+    ap.add_argument("--bpftool", default="/usr/sbin/bpftool", help="bpftool, which loads it in the guest")
     ap.add_argument("--extra-file", action="append", default=[],
                     help="a file copied as is to the guest's /opt (debugging)")
     ap.add_argument("--guest-cmd", default="", help="shell command the guest runs first (debugging)")
@@ -257,6 +284,12 @@ def main():
                 UDP_EXPECT=args.datagrams, IDLE_MS=8000, PHASES=" ".join(args.phases),
                 GUEST_CMD=args.guest_cmd, GUEST_POST_CMD=args.guest_post_cmd)
     dynamic = ([] if args.no_netlatd else [args.netlatd]) + args.extra_bin
+    if "reuse" in args.phases:
+        for what, path in (("--stall-bpf", args.stall_bpf), ("--bpftool", args.bpftool)):
+            if not path or not os.path.exists(path):
+                sys.exit(f"run_vm_test.py: the phase reuse needs {what} (not found: {path})")
+        dynamic.append(args.bpftool)
+        args.extra_file.append(args.stall_bpf)
     image = build_initramfs(work, args.source_dir, modules, [args.nlrx] + args.static_bin, dynamic,
                             args.extra_file, conf)
 
