@@ -170,11 +170,12 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		}
 		/* Opaque: known 0 on most of read_bufsize's ways out and unknown
 		 * on the rest, it would fork the verifier's walk of the decision. */
-		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize() : 0);
+		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0);
 	}
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (targ_udp_join != UDP_JOIN_CONSUME) {
 		in.head = queue_head(sk, typed);
+		in.queued = queue_len(sk, typed);
 		/* Where the kernel says when a producer is mid-batch, it alone
 		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
 		 * a timing assumption, which a vCPU stalled by its host breaks.

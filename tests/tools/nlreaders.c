@@ -17,6 +17,8 @@
  *       logged: it consumes nothing). [--trunc-to B] (recv, recvfrom,
  *       recvmsg): a buffer of B bytes and MSG_TRUNC, so the call returns the
  *       datagram's whole length while copying B bytes; logged with that length.
+ *       [--held-threads K]: the first K threads are named NLR_HELD_COMM, whose
+ *       reads a test BPF program holds (tests/bpf/hold_read.bpf.c).
  *       A zero-length datagram is logged (len 0, id -1) where the call gives
  *       the sender's address (recvfrom, recvmsg); with recv or read it cannot
  *       be told from the shutdown.
@@ -61,7 +63,7 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", NULL};
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", NULL};
 
 static void on_term(int sig)
 {
@@ -92,6 +94,7 @@ static void configure(int argc, char **argv)
 	cfg.trunc_to = nl_opt_long(o, n, "trunc-to", 0);
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
 	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);
+	cfg.held_threads = (int)nl_opt_long(o, n, "held-threads", 0);
 	cfg.expect = nl_opt_long(o, n, "expect", -1);
 	cfg.peer = nl_opt_str(o, n, "peer", "");
 	cfg.peer_port = (int)nl_opt_long(o, n, "peer-port", 0);
@@ -106,9 +109,11 @@ static void configure(int argc, char **argv)
 	cfg.rcvbuf = (int)nl_opt_long(o, n, "rcvbuf", 16 << 20);
 	cfg.family = nl_family(cfg.bind);
 	if (cfg.port <= 0 || cfg.port > 65535 || cfg.threads < 1 || cfg.threads > NLR_MAX_THREADS ||
+	    cfg.held_threads < 0 || cfg.held_threads > cfg.threads ||
 	    cfg.vlen < 1 || cfg.vlen > NLR_MAX_VLEN || cfg.trunc_to < 0 || cfg.trunc_to > NLR_BUF ||
 	    ((cfg.trunc_to || cfg.peek) && (cfg.call == NLR_RECVMMSG || cfg.call == NLR_READ)))
-		nl_usage("nlreaders", "--port 1..65535, --threads 1..64, --vlen 1..64, --trunc-to 0..65536; "
+		nl_usage("nlreaders", "--port 1..65535, --threads 1..64, --held-threads 0..threads, --vlen 1..64, "
+				      "--trunc-to 0..65536; "
 				      "--peek and --trunc-to with recv, recvfrom or recvmsg");
 	const char *ns = nl_opt_str(o, n, "netns", NULL);
 	if (ns)

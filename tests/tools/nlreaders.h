@@ -22,8 +22,13 @@ struct nlr_config {
 	bool epoll, peek;
 	long trunc_to; /* 0: whole datagrams; else a buffer this long and MSG_TRUNC */
 	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
+	int held_threads; /* udp: the first ones are named NLR_HELD_COMM */
 	const char *bind, *peer, *log, *ready_file;
 };
+
+/* The name of a thread --held-threads gives: a test BPF program holds its
+ * reads (tests/bpf/hold_read.bpf.c). */
+#define NLR_HELD_COMM "nlr-held"
 
 /* One receive call's datagram (or TCP read), kept in memory until the end. */
 struct nlr_read {

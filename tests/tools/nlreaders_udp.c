@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -106,6 +107,8 @@ static void *udp_worker(void *arg)
 	struct nlr_worker *w = arg;
 	struct udp_bufs *b = udp_bufs_new();
 	w->tid = nl_tid();
+	if (w->index < cfg.held_threads)
+		prctl(PR_SET_NAME, NLR_HELD_COMM);
 	if (cfg.delay_ms) {
 		/* The backlog is counted from the first datagram, not from the
 		 * start: a sender slow to start (a loaded machine) must still
