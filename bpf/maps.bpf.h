@@ -105,8 +105,6 @@ struct udp_slot {
 	__u8 no_record;        /* a placeholder, or dropped by the kernel: nothing to emit */
 	__u8 gone;             /* dequeued before its slot was made: length unknown, and
 				* a candidate of every read wherever it sits */
-	__u8 gone_before;      /* the socket's gone_pushed when this slot was made (mod 256:
-				* fewer than UDP_BIG_SLOTS slots follow a slot still held) */
 };
 #define SLOT_LIVE 1
 #define SLOT_DONE 2
@@ -225,12 +223,9 @@ struct udp_sock_state {
 				     * the queue (udp_read.bpf.h resync_slots) */
 	__u32 owed_unsure;          /* a read owed a datagram that may never get a slot
 				     * (netlatd.bpf.c on_udp_read): owed may be one too many */
-	__u32 owed_unseen;          /* an owing read may not have marked its own datagram
-				     * (udp_read.bpf.h retire_marked) */
 	__u32 reader_tid;           /* the first thread to read the socket */
 	__u32 readers_many;         /* another thread has read it too */
 	__u32 resynced;             /* the slots were resynced at least once */
-	__u32 gone_pushed;          /* gone placeholders ever made (resolve_head) */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 

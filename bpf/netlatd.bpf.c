@@ -175,7 +175,6 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (targ_udp_join != UDP_JOIN_CONSUME) {
 		in.head = queue_head(sk, typed);
-		in.queued = queue_len(sk, typed);
 		/* Where the kernel says when a producer is mid-batch, it alone
 		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
 		 * a timing assumption, which a vCPU stalled by its host breaks.

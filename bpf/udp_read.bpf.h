@@ -117,11 +117,7 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
 struct udp_read_in {
 	__u64 consumed;  /* UDP_JOIN_CONSUME: the skb this call dequeued, 0 = none seen */
 	__u64 unseen;    /* UDP_JOIN_CONSUME: an earlier call's, whose return was not seen */
-	union {
-		__u64 unseen_ns; /* UDP_JOIN_CONSUME: when that was consumed (find_named_slot) */
-		__u32 queued;    /* queue order: datagrams in the socket's queues, 0 = unknown
-				  * (queue_head) */
-	};
+	__u64 unseen_ns; /* UDP_JOIN_CONSUME: when that was consumed (find_named_slot) */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
@@ -213,47 +209,9 @@ static __always_inline __u64 queue_head(struct sock *sk, bool typed)
 	return !skb || skb == rq ? 0 : skb;
 }
 
-/* How many datagrams the socket's queues hold, 0 = unknown; read right after
- * queue_head. Only where the typed loads exist (6.3+): 6.1 and 6.2 run
- * without it, and there a head out of sight of the read is never proved
- * (resolve_head); those kernels take the queue order only where fentry is
- * refused, and 6.1's combined stack limit has no room for another read.
- *
- * The count may come out low (a read dequeued since queue_head), never
- * high, except inside a reader's splice of the receive queue onto its own,
- * between adding the receive queue's length to its own queue's and clearing
- * the receive queue's: the two lengths are equal then, and such a count is
- * given as unknown (resolve_head relies on it never being high). A peek can
- * also find nothing in a reader queue that is not empty, and splice onto it:
- * with a peek offset set (the count is then unknown), or when the queue
- * holds only zero-length datagrams a peek already saw (not checked: such a
- * count is high only while that splice is between its two stores). */
-static __always_inline __u32 queue_len(struct sock *sk, bool typed)
-{
-	if (!typed)
-		return 0;
-	struct udp_sock *tu = bpf_core_cast(sk, struct udp_sock);
-	__u32 readq_len = tu->reader_queue.qlen, rq_len = sk->sk_receive_queue.qlen;
-	return readq_len == rq_len || sk->sk_peek_off >= 0 ? 0 : readq_len + rq_len;
-}
-
-/* The head's slot, if it has one. Lock held.
- *
- * The newest LIVE slot of the head's address in sight is the head's only if
- * no newer one lies out of sight: an earlier datagram at that address,
- * dequeued by a read still in flight or left marked by an ambiguous one,
- * keeps its LIVE slot after the kernel freed it and the address came back
- * for the datagram now at the head. Taking that slot for the head's puts the
- * frontier too early: this read's own datagram falls out of its candidates,
- * and one a read before it took can be the only one left (a wrong record).
- * With every slot in sight the newest
- * is the head's. Else the slot is the head's only if the slots from it to the
- * tail are exactly the datagrams queued and the gone placeholders made since:
- * with no producer mid-batch every queued datagram has its slot after the
- * head's, so an earlier slot would count at least one more. Otherwise the
- * head is taken as out of sight, and the read is not named. */
-static __always_inline struct head_pos resolve_head(__u64 head, bool quiet, __u32 queued, struct udp_sock_state *st,
-						    struct udp_slot *slots, __u32 mask)
+/* The head's slot, if it has one. Lock held. */
+static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_state *st, struct udp_slot *slots,
+						    __u32 mask)
 {
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	if (!head)
@@ -263,12 +221,8 @@ static __always_inline struct head_pos resolve_head(__u64 head, bool quiet, __u3
 		return hp;
 	int at = find_slot(st, slots, mask, head);
 	if (at >= 0) {
-		__u32 idx = st->head + at;
-		__u8 gone_after = (__u8)st->gone_pushed - slots[idx & mask].gone_before;
-		if (st->tail - st->head <= UDP_SCAN || (quiet && queued && st->tail - idx == queued + gone_after)) {
-			hp.kind = HEAD_SLOT;
-			hp.idx = idx;
-		}
+		hp.kind = HEAD_SLOT;
+		hp.idx = st->head + at;
 	}
 	return hp;
 }
@@ -278,7 +232,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
 {
 	__u32 h = st->head, t = st->tail;
-	*hp = resolve_head(in->head, in->quiet, in->queued, st, slots, mask);
+	*hp = resolve_head(in->head, st, slots, mask);
 	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : t;
 	/* Every datagram before the head has its slot once the data-ready
 	 * calls of everything queued so far have run: with one CPU feeding the
@@ -349,10 +303,22 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		st->marked += bit & (s->marked ^ 1);
 		s->marked |= bit;
 	}
-	/* Its own datagram may be one out of sight, which it could not mark:
-	 * the marked ones are then no longer known to include every owed one
-	 * (retire_marked). */
-	st->owed_unseen |= !in_sight;
+	/* And those past the slots a read looks at: its own datagram may be
+	 * one of them, and retire_marked rests on every owing read's datagram
+	 * being marked. Only when the candidates run out of sight (a read
+	 * held up while more than UDP_SCAN slots piled up behind it), up to
+	 * the head's slot, or the tail if that is unknown (marking a queued
+	 * datagram too only delays a retirement). */
+	if (!in_sight) {
+		for (__u32 i = UDP_SCAN; i < UDP_BIG_SLOTS; i++) {
+			if (h + i >= f)
+				break;
+			struct udp_slot *s = &slots[(h + i) & mask];
+			__u64 lv = eq_bit(s->state, SLOT_LIVE);
+			st->marked += lv & (s->marked ^ 1);
+			s->marked |= lv;
+		}
+	}
 	st->owed++;
 	return READ_AMBIGUOUS;
 }
@@ -362,21 +328,18 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
  * Two ways to be certain, each needing every datagram's slot made (a quiet
  * producer side) and no debt in doubt (owed_unsure):
  *
- * - Marked datagrams all owed: every ambiguous read marked its candidates,
- *   its own among them, so when the marked ones are as many as the reads
- *   that owe one, each is one of those reads'. With several reader threads,
- *   only while every ambiguous read had all its candidates in sight
- *   (owed_unseen clear): one whose own datagram lay out of sight left it
- *   unmarked, and then a marked datagram can be another thread's read still
- *   in flight while the counts match. Retiring it made that read, on its
- *   return, take another datagram as its only candidate: 1 to 7 wrong
- *   records in 4096 reads with two of eight threads held at their return
- *   (tests/bpf/test_readers_held.cpp). With one reader thread nothing else
- *   is in flight (but a new thread's first read: docs/JOIN.md).
+ * - Marked datagrams all owed: every ambiguous read marked all its
+ *   candidates, its own among them, so when the marked ones are as many as
+ *   the reads that owe one, each is one of those reads'. Marking only the
+ *   candidates in sight broke that: a read whose own datagram lay past them
+ *   left it unmarked, a marked datagram of a read still in flight made the
+ *   counts match, and it was written out; on its return that read found
+ *   another thread's datagram as its only candidate: 1 to 7 wrong records
+ *   in 4096 reads with two of eight threads held at their return
+ *   (tests/bpf/test_readers_held.cpp).
  * - The socket drained: its queues empty, so every LIVE slot is a dequeued
  *   datagram's, and as many LIVE slots as owed reads leave none for a read
- *   in flight. Every LIVE slot in sight goes, marked or not; once nothing
- *   is owed, what out-of-sight reads left unsure is cleared.
+ *   in flight. Every LIVE slot in sight goes, marked or not.
  *
  * Each retired lowers both counts, so the rest stay all owed. Lock held. */
 static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
@@ -386,7 +349,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 	if (!st->owed || !in->quiet || st->incomplete || st->owed_unsure)
 		return;
 	__u64 drained = !in->head && st->live == st->owed;
-	if (!drained && (st->marked != st->owed || (st->owed_unseen && st->readers_many)))
+	if (!drained && st->marked != st->owed)
 		return;
 	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
@@ -411,8 +374,6 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 	st->owed -= retired;
 	st->gone -= gone_retired;
 	st->live -= retired;
-	if (!st->owed)
-		st->owed_unseen = 0;
 }
 
 /* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
@@ -459,7 +420,6 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	st->missing = 0;
 	st->marked = 0;
 	st->owed = 0;
-	st->owed_unseen = 0;
 	st->gone = 0;
 	/* A reset with nothing live and nothing missing wrote nothing out. */
 	st->resynced |= st->incomplete;

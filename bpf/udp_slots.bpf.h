@@ -150,7 +150,6 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 	s->gone = 0;
 	s->queue_after = 0;
 	s->skb = 0;
-	s->gone_before = (__u8)st->gone_pushed;
 	st->tail++;
 	st->live++;
 	return s;
@@ -195,7 +194,6 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 		s->marked = 1;
 		st->marked++;
 		st->gone++;
-		st->gone_pushed++;
 	}
 }
 
