@@ -111,8 +111,9 @@ namespace {
 // in `client_ns`, netlatd tracing `iface` with a record of every segment.
 // The records' payload is held against what the server received; the
 // control connection (same port) adds a few hundred bytes of its own.
-void check_bulk_streams(const std::string &name, const VethNamespaces &net, const std::string &iface,
-                        const std::string &client_ns, const std::string &addr, uint16_t port) {
+// Returns whether nearly every byte was in a record (the rest is checked).
+bool bulk_streams_covered(const std::string &name, const VethNamespaces &net, const std::string &iface,
+                          const std::string &client_ns, const std::string &addr, uint16_t port) {
   const auto start = std::chrono::steady_clock::now();
   const std::string p = std::to_string(port);
   std::vector<std::string> flags{"--port", p};
@@ -143,12 +144,6 @@ void check_bulk_streams(const std::string &name, const VethNamespaces &net, cons
   std::fprintf(stderr, "  tcp bytes: read %llu, in records %llu, skipped in counted gaps %llu\n",
                static_cast<unsigned long long>(t.tcp_read), static_cast<unsigned long long>(t.tcp_reported),
                static_cast<unsigned long long>(t.tcp_skipped));
-  // Nearly every byte is in a record (99.94-99.98 % on an idle 2-vCPU VM);
-  // what is not is in gaps counted under tcp_gap (below), left by BPF runs
-  // the kernel skipped (hook_misses), which a busy machine makes more of:
-  // 99.82 % with a compiler running beside it. The accounting is the
-  // invariant; the fraction a floor well under what an idle host gives.
-  CHECK(traced * 100 >= received * 99);
   CHECK(traced <= received + 65536);
   // The daemon's own byte count agrees with its records, and bytes read but
   // in no record are in gaps counted under a reason, or in the one segment
@@ -158,6 +153,22 @@ void check_bulk_streams(const std::string &name, const VethNamespaces &net, cons
   CHECK(t.tcp_reported == traced);
   CHECK(t.tcp_read >= received);
   CHECK(t.tcp_reported + t.tcp_skipped + 5 * 65536 >= t.tcp_read);
+  return traced * 100 >= received * 99;
+}
+
+// Nearly every byte is in a record (99.94-99.98 % on an idle 2-vCPU VM);
+// what is not is in gaps counted under tcp_gap, left by BPF runs the kernel
+// skipped (hook_misses), which a busy machine makes more of: 99.82 % with a
+// compiler running beside it, 98.4 % once in a CI-like run. The accounting
+// is the invariant, checked in full on every run; the fraction is a floor
+// well under what an idle host gives: a run that misses it gets one more,
+// and a change that loses bytes misses both.
+void check_bulk_streams(const std::string &name, const VethNamespaces &net, const std::string &iface,
+                        const std::string &client_ns, const std::string &addr, uint16_t port) {
+  if (bulk_streams_covered(name, net, iface, client_ns, addr, port))
+    return;
+  WARN(name << ": under 99 % of the bytes in records; once more");
+  CHECK(bulk_streams_covered(name, net, iface, client_ns, addr, port));
 }
 
 std::string why_no_iperf3() {
