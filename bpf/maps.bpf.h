@@ -223,6 +223,8 @@ struct udp_sock_state {
 				     * the queue (udp_read.bpf.h resync_slots) */
 	__u32 owed_unsure;          /* a read owed a datagram that may never get a slot
 				     * (netlatd.bpf.c on_udp_read): owed may be one too many */
+	__u32 owed_unseen;          /* an owing read may have left its own datagram unmarked:
+				     * its candidates ran past UDP_MARK_REACH (udp_read.bpf.h) */
 	__u32 reader_tid;           /* the first thread to read the socket */
 	__u32 readers_many;         /* another thread has read it too */
 	__u32 resynced;             /* the slots were resynced at least once */
