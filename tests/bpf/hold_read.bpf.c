@@ -6,9 +6,8 @@
  * it runs before netlatd's program at that tracepoint: the read has taken its
  * datagram and the kernel has freed the skb, and netlatd has not yet seen the
  * return, as with a reader interrupted or preempted at that instant. Its
- * datagram's slot stays held meanwhile, while other threads read on and the
- * slab hands the freed skb to a later datagram (docs/JOIN.md, "The head's
- * slot, proved"). Loaded by bpftool (prog loadall ... autoattach). */
+ * datagram's slot stays held meanwhile, while other threads read on
+ * (docs/JOIN.md, step 5). Loaded by bpftool (prog loadall ... autoattach). */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
