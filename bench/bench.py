@@ -501,14 +501,16 @@ class Bench:
             v += list(FLOOR_VARIANTS)
         if self.a.netlatd:
             v += ["netlatd", "netlatd-outliers"]
+        if self.a.netlatd_b:
+            v.append("netlatd-b")
         if shutil.which("bpftrace") and not self.a.no_bpftrace:
             v.append("bpftrace")
         if shutil.which("perf") and not self.a.no_perf:
             v.append("perf")
         return v
 
-    def start_netlatd(self, iface, ports, extra=(), name="netlatd"):
-        cmd = [self.a.netlatd, "--iface", iface, "--interval", "1", "--format", "json",
+    def start_netlatd(self, iface, ports, extra=(), name="netlatd", binary=None):
+        cmd = [binary or self.a.netlatd, "--iface", iface, "--interval", "1", "--format", "json",
                "--output", "-"]
         for p in ports:
             cmd += ["--port", str(p)]
@@ -521,9 +523,10 @@ class Bench:
         info = {}
         if variant == "baseline":
             return None, info
-        if variant in ("netlatd", "netlatd-outliers"):
+        if variant in ("netlatd", "netlatd-outliers", "netlatd-b"):
             extra = ["--outliers-over", "1us"] if variant == "netlatd-outliers" else []
-            pr = self.start_netlatd(iface, ports, extra, name=variant)
+            pr = self.start_netlatd(iface, ports, extra, name=variant,
+                                    binary=self.a.netlatd_b if variant == "netlatd-b" else None)
             timeout = 15
         elif variant == "bpftrace":
             p2 = ports[1] if len(ports) > 1 else ports[0]
@@ -833,6 +836,8 @@ class Bench:
         tracers = [v for v in self.variants() if v in FLOOR_VARIANTS]
         if a.netlatd:
             tracers.append("netlatd")
+        if a.netlatd_b:
+            tracers.append("netlatd-b")
         if "bpftrace" in self.variants():
             tracers += ["bpftrace", "bpftrace-floor"]
         for v in tracers:
@@ -872,24 +877,60 @@ class Bench:
             if cli.wait(max(60, a.count * 0.01)) != 0 or not cli.json_lines():
                 raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
             return cli.json_lines()[-1]
+        # Interleaved rounds: this host's speed drifts by tens of per cent within
+        # minutes, so each round measures every tracer back to back, and a
+        # tracer's figure against the floor is the median of its per-round ratios.
+        rt_tracers = [t for t in tracers if t != "bpftrace-floor"]
+        rounds = {v: [] for v in rt_tracers}
         try:
-            for v in [t for t in tracers if t != "bpftrace-floor"]:
-                r = self._bpf_stats_during(v, "lo", 1, [p_srv, p_cli], pingpong)
-                if r is None:
-                    continue
-                progs, res, _ = r
-                for p in progs:
-                    p["runs_per_round_trip"] = p["run_cnt"] / trips
-                    p["ns_per_round_trip"] = p["run_time_ns"] / trips
-                rt_out[v] = {"round_trips": trips, "p50_ns": res["p50_ns"], "progs": progs,
-                             "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / trips,
-                             "bpf_ns_per_round_trip":
-                                 sum(p["run_time_ns"] for p in progs) / trips}
-                log(f"hook cost {v} per loopback round trip: "
-                    f"{rt_out[v]['runs_per_round_trip']:.1f} program runs, "
-                    f"{rt_out[v]['bpf_ns_per_round_trip']:.0f} ns of BPF")
+            for rnd in range(a.hook_rounds):
+                for v in rt_tracers[rnd % len(rt_tracers):] + rt_tracers[:rnd % len(rt_tracers)]:
+                    r = self._bpf_stats_during(v, "lo", 1, [p_srv, p_cli], pingpong)
+                    if r is None:
+                        continue
+                    progs, res, _ = r
+                    ns = sum(p["run_time_ns"] for p in progs) / trips
+                    rounds[v].append({"round": rnd, "progs": progs, "p50_ns": res["p50_ns"],
+                                      "bpf_ns_per_round_trip": ns})
+                    log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
+                        f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
+                        f"{ns:.0f} ns of BPF")
         finally:
             srv.kill()
+        for v, rs in rounds.items():
+            if not rs:
+                continue
+            # Programs summed over the rounds, by name.
+            by_name = {}
+            for r in rs:
+                for p in r["progs"]:
+                    q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
+                                                       "run_time_ns": 0})
+                    q["run_cnt"] += p["run_cnt"]
+                    q["run_time_ns"] += p["run_time_ns"]
+            progs = sorted(by_name.values(), key=lambda p: p["name"])
+            n = trips * len(rs)
+            for p in progs:
+                p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
+                p["runs_per_round_trip"] = p["run_cnt"] / n
+                p["ns_per_round_trip"] = p["run_time_ns"] / n
+            per_round = [r["bpf_ns_per_round_trip"] for r in rs]
+            rt_out[v] = {"round_trips": trips, "rounds": len(rs), "progs": progs,
+                         "p50_ns": median([r["p50_ns"] for r in rs]),
+                         "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / n,
+                         "bpf_ns_per_round_trip": median(per_round),
+                         "bpf_ns_rounds": [round(x) for x in per_round]}
+            log(f"hook cost {v} per loopback round trip: "
+                f"{rt_out[v]['runs_per_round_trip']:.1f} program runs, median "
+                f"{rt_out[v]['bpf_ns_per_round_trip']:.0f} ns of BPF over {len(rs)} round(s)")
+        # Each tracer against the clock floor of the same round.
+        ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(FLOOR_REF, [])}
+        for v, h in rt_out.items():
+            ratios = [r["bpf_ns_per_round_trip"] / ref[r["round"]] for r in rounds[v]
+                      if ref.get(r["round"])]
+            if ratios:
+                h["ratio_to_floor_rounds"] = [round(x, 3) for x in ratios]
+                h["ratio_to_floor"] = median(ratios)
 
     def _bpf_stats_during(self, v, iface, ifindex, ports, work):
         """Starts tracer v, runs work() with BPF run-time statistics on; returns (per-program
@@ -1107,6 +1148,11 @@ def floor_ratios(res):
         ref = r["values"].get(FLOOR_REF)
         r["ratio_to_floor"] = {v: (x / ref if ref and ref > 0 else None)
                                for v, x in r["values"].items()}
+        if r["figure"] == "BPF run time per loopback round trip":
+            # Measured in interleaved rounds: the median of the per-round ratios.
+            for v, h in (res.get("hooks_roundtrip") or {}).items():
+                if h.get("ratio_to_floor") is not None:
+                    r["ratio_to_floor"][v] = h["ratio_to_floor"]
     return rows
 
 
@@ -1136,9 +1182,15 @@ def evaluate(res):
         vs_bt is not None and vs_bt >= TARGETS["roundtrip_vs_bpftrace"])
     floor = (res.get("hooks_roundtrip") or {}).get(FLOOR_REF)
     floor_rt = floor["bpf_ns_per_round_trip"] if floor else None
-    ratio = bpf_rt / floor_rt if bpf_rt is not None and floor_rt else None
+    # The median of per-round ratios (interleaved rounds), where there are rounds.
+    ratio = hrt.get("ratio_to_floor") if hrt else None
+    if ratio is None and bpf_rt is not None and floor_rt:
+        ratio = bpf_rt / floor_rt
+    rng = hrt.get("ratio_to_floor_rounds") if hrt else None
+    spread = f", rounds {min(rng):.2f}-{max(rng):.2f}" if rng and len(rng) > 1 else ""
     add("BPF run time per loopback round trip", bpf_rt,
-        "{:.0f} ns" + (f" ({ratio:.2f} x the clock floor's {floor_rt:.0f} ns)" if ratio else ""),
+        "{:.0f} ns" + (f" ({ratio:.2f} x the clock floor's {floor_rt:.0f} ns{spread})"
+                       if ratio else ""),
         f"<= {TARGETS['bpf_rt_vs_clock_floor']} x the clock floor",
         ratio is not None and ratio <= TARGETS["bpf_rt_vs_clock_floor"])
     pr = res.get("packet_rate", {}).get("summary", {}).get("netlatd")
@@ -1251,9 +1303,18 @@ def render(res, md=False):
                 f"{p['runs_per_packet']:.2f}" if p["runs_per_packet"] is not None else "-")
                for p in h["progs"]])
     for v, h in (res.get("hooks_roundtrip") or {}).items():
-        title(f"BPF programs of {v} per loopback round trip ({h['round_trips']} round trips, "
-              f"{h['runs_per_round_trip']:.1f} runs and {h['bpf_ns_per_round_trip']:.0f} ns "
-              "of BPF per round trip)")
+        rounds = h.get("rounds", 1)
+        title(f"BPF programs of {v} per loopback round trip ({h['round_trips']} round trips"
+              + (f" x {rounds} interleaved rounds" if rounds > 1 else "")
+              + f", {h['runs_per_round_trip']:.1f} runs and "
+              + ("a median of " if rounds > 1 else "")
+              + f"{h['bpf_ns_per_round_trip']:.0f} ns of BPF per round trip"
+              + (f"; rounds: {', '.join(str(x) for x in h['bpf_ns_rounds'])} ns"
+                 if rounds > 1 else "")
+              + (f"; x {FLOOR_REF} per round: "
+                 + ", ".join(f"{x:.2f}" for x in h["ratio_to_floor_rounds"])
+                 if rounds > 1 and h.get("ratio_to_floor_rounds") and v != FLOOR_REF else "")
+              + ")")
         table(["program", "runs/round trip", "ns/run", "ns/round trip"],
               [(p["name"], f"{p['runs_per_round_trip']:.2f}",
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
@@ -1358,12 +1419,19 @@ def main():
     ap.add_argument("--netlatd", default=os.environ.get("NLBENCH_DAEMON") or None,
                     help="netlatd binary (default $NLBENCH_DAEMON; its variants are "
                          "skipped without it)")
+    ap.add_argument("--netlatd-b", default=os.environ.get("NLBENCH_DAEMON_B") or None,
+                    help="a second netlatd binary, measured as variant netlatd-b beside the "
+                         "first in every comparing part (an A/B of two builds, interleaved "
+                         "like the rest; default $NLBENCH_DAEMON_B)")
     ap.add_argument("--bt", default=os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                                  "netdev-stages.bt"))
     ap.add_argument("--out", default="bench-results.json")
     ap.add_argument("--markdown", help="also write the tables as Markdown here")
     ap.add_argument("--smoke", action="store_true", help="tiny counts: checks the bench works")
     ap.add_argument("--rounds", type=int)
+    ap.add_argument("--hook-rounds", type=int,
+                    help="interleaved rounds of the hooks part's loopback round trips "
+                         "(default 1 with --smoke, else 5); figures are per-round medians")
     ap.add_argument("--count", type=int, help="round trips per run")
     ap.add_argument("--warmup", type=int)
     ap.add_argument("--flood-seconds", type=float)
@@ -1388,7 +1456,7 @@ def main():
                          "either side of netlatd's default of 2)")
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
     a = ap.parse_args()
-    dflt = dict(rounds=(1, 7), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
+    dflt = dict(rounds=(1, 7), hook_rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
                 startstop_reps=(2, 7), sockperf_seconds=(1, 3))
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
@@ -1404,8 +1472,9 @@ def main():
     if os.geteuid() != 0:
         log("needs root (network namespaces, BPF, sysctl)")
         return 77
-    if a.netlatd and not os.access(a.netlatd, os.X_OK):
-        raise SystemExit(f"bench: error: {a.netlatd} is not executable")
+    for path in (a.netlatd, a.netlatd_b):
+        if path and not os.access(path, os.X_OK):
+            raise SystemExit(f"bench: error: {path} is not executable")
 
     b = Bench(a)
 

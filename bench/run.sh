@@ -2,10 +2,11 @@
 # What netlatd costs, next to bpftrace and perf: see docs/BENCHMARKS.md.
 #
 #   bench/run.sh [--smoke] [--out results.json] [--build-dir DIR] [--netlatd PATH]
-#                [--markdown FILE] [bench.py options...]
+#                [--netlatd-b PATH] [--markdown FILE] [bench.py options...]
 #
 # Builds the bench tools (and netlatd, unless --netlatd is given) in DIR
 # (default: $NETLATD_BUILD_DIR, else <repo>/build), then runs bench/bench.py as root.
+# --netlatd-b PATH: a second build, measured beside the first (variant netlatd-b).
 # Exit: 0 = ran (targets may be missed; see the table), 1 = the bench broke,
 # 2 = usage, 3 = netlatd could not be measured (it did not build, start, trace or
 # stop cleanly; the other tracers are still measured), 77 = cannot run here (not
@@ -22,7 +23,8 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --build-dir) build_dir=$2; shift 2 ;;
     --netlatd) netlatd=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; /usr/bin/python3 "$repo/bench/bench.py" --help; exit 0 ;;
+    --netlatd-b) export NLBENCH_DAEMON_B=$2; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; /usr/bin/python3 "$repo/bench/bench.py" --help; exit 0 ;;
     *) pass+=("$1"); shift ;;
   esac
 done
