@@ -6,6 +6,45 @@
 #ifndef NETLATD_CPU_STAMPS_BPF_H
 #define NETLATD_CPU_STAMPS_BPF_H
 
+/* The CPU's preempt count (x86; targ_preempt_count says which exists): a
+ * per-CPU int up to 6.1 and from 6.15, a field of pcpu_hot in between. Weak:
+ * the one this kernel lacks is 0, and its branch is never walked. */
+extern const int __preempt_count __ksym __weak;
+struct pcpu_hot___netlatd {
+	int preempt_count;
+} __attribute__((preserve_access_index));
+extern const struct pcpu_hot___netlatd pcpu_hot __ksym __weak;
+
+#define SOFTIRQ_OFFSET_NR 0x100        /* a softirq is being served */
+#define HARDIRQ_NMI_MASK_NR 0xff0000   /* in a hard IRQ or an NMI */
+
+/* Whether this CPU is inside a NET_RX run now. softirq_entry sets in_net_rx
+ * for NET_RX and clears it for every other vector; what ends a run is
+ * softirq_exit where it is attached, else the preempt count: NET_RX is
+ * running when "in NET_RX" was set by the last softirq entry and a softirq
+ * is still being served, not interrupted by a hard IRQ (softirqs do not nest,
+ * and a raise from a hard IRQ that interrupts the run is not the run's own).
+ * Without CONFIG_KALLSYMS_ALL the verifier cannot find the variable: the
+ * plan keeps softirq_exit and the variants that never read it there. */
+static __always_inline bool net_rx_running(const struct cpu_state *cs, bool pc)
+{
+	if (!cs->in_net_rx)
+		return false;
+	/* `pc`: a compile-time constant, for the program variants that read the
+	 * count (the variable's address is resolved when the program loads, and
+	 * a kernel without CONFIG_KALLSYMS_ALL cannot resolve it). */
+	if (!pc || targ_preempt_count == 0)
+		return true;
+	int count;
+	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
+		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
+	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
+		count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	else
+		return false;
+	return (count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR)) == SOFTIRQ_OFFSET_NR;
+}
+
 /* Whether `irq` is one of the interface's lines. */
 static __always_inline bool irq_watched(int irq_signed)
 {
@@ -46,7 +85,7 @@ static __always_inline int on_irq_handler_exit(void)
  * interrupt of the same device on this CPU (a second RX interrupt, an MSI-X TX
  * or "other" vector) before the run must not replace it. So the raise, not
  * the run's entry, picks the IRQ. */
-static __always_inline int on_softirq_raise(unsigned int vec)
+static __always_inline int on_softirq_raise(unsigned int vec, bool pc)
 {
 	if (vec != NET_RX_SOFTIRQ_NR)
 		return 0;
@@ -56,7 +95,7 @@ static __always_inline int on_softirq_raise(unsigned int vec)
 	if (cs->cur_irq_ts && !cs->pend_irq_ts) {
 		cs->pend_irq_ts = cs->cur_irq_ts;
 		cs->pend_raise_ts = bpf_ktime_get_ns();
-	} else if (cs->in_net_rx && !cs->pend_raise_ts) {
+	} else if (!cs->pend_raise_ts && net_rx_running(cs, pc)) {
 		/* NET_RX raised from within itself (budget spent, or a driver
 		 * rescheduling its poll): the next run goes on polling that the
 		 * same IRQ started, with the device's interrupts held off; its
@@ -71,9 +110,15 @@ static __always_inline int on_softirq_raise(unsigned int vec)
 
 static __always_inline int on_softirq_entry(unsigned int vec)
 {
-	if (vec != NET_RX_SOFTIRQ_NR)
+	struct cpu_state *cs;
+	if (vec != NET_RX_SOFTIRQ_NR) {
+		/* Without softirq_exit, another vector's entry ends NET_RX's run
+		 * (softirqs run one after another on a CPU). */
+		if (targ_preempt_count && (cs = this_cpu()) && cs->in_net_rx)
+			cs->in_net_rx = 0;
 		return 0;
-	struct cpu_state *cs = this_cpu();
+	}
+	cs = this_cpu();
 	if (!cs)
 		return 0;
 	/* Nothing raised since the last run (a raise while the run was

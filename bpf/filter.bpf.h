@@ -92,6 +92,7 @@ struct parsed {
 	__u64 addrs;         /* the TCP key's address part */
 	__u16 flags;
 	__u8 l4proto;
+	__u8 in_net_rx;      /* received inside a NET_RX run (net_rx_running) */
 };
 
 /* IPv6 addresses folded for the TCP key: a multiplicative mix of each
@@ -196,7 +197,7 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 	rx->irq_before = 0;
 	rx->raise_before = 0;
 	rx->softirq_before = 0;
-	if (cs && cs->in_net_rx) {
+	if (cs && p->in_net_rx) {
 		/* A run a watched IRQ raised is that NIC's: a packet of a
 		 * device with no IRQ lines (lo, veth: queued by netif_rx into
 		 * the backlog, maybe after that raise) processed in it has
@@ -293,7 +294,8 @@ static __always_inline __u16 skb_vlan_id(struct sk_buff *skb)
 	return skb->vlan_tci & VLAN_VID_MASK_NR;
 }
 
-static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
+/* `pc`: see net_rx_running. */
+static __always_inline int on_netif_receive_skb(struct sk_buff *skb, bool pc)
 {
 	ARM(ARMED_RECEIVE_SKB);
 	struct net_device *dev = skb->dev;
@@ -325,6 +327,8 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb)
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
 	if (pidx < 0)
 		return 0;
+	struct cpu_state *cs = this_cpu();
+	p.in_net_rx = cs && net_rx_running(cs, pc);
 	if (p.l4proto == IPPROTO_UDP)
 		track_udp(skb, &p, pidx, w);
 	else

@@ -27,6 +27,10 @@ const volatile __u32 targ_udp_join = UDP_JOIN_ORDER;
 /* The UDP enqueue hook runs before the datagram is queued (fentry): its slot
  * exists before any read can take it. */
 const volatile bool targ_push_before_queue = false;
+/* Where this CPU's preempt count is (enum PreemptCount, include/netlatd/hooks.hpp):
+ * 0 = not read, softirq_exit ends each NET_RX run; 1 = __preempt_count;
+ * 2 = pcpu_hot.preempt_count. */
+const volatile __u32 targ_preempt_count = 0;
 /* udp_prod_queue entries per socket (nr_node_ids). */
 const volatile __u32 targ_numa_nodes = 1;
 /* Wait-queue callbacks of readers asleep inside a receive call, from

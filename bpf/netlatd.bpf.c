@@ -264,7 +264,12 @@ SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(irq_exit_btf, int irq) { return on_irq_handler_exit(); }
 
 SEC("tp_btf/softirq_raise")
-int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec); }
+int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec, false); }
+
+/* The _pc variants read the CPU's preempt count, and softirq_exit is left
+ * detached (cpu_stamps.bpf.h net_rx_running). */
+SEC("tp_btf/softirq_raise")
+int BPF_PROG(sirq_raise_pc, unsigned int vec) { return on_softirq_raise(vec, true); }
 
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(sirq_entry_btf, unsigned int vec) { return on_softirq_entry(vec); }
@@ -279,7 +284,10 @@ int BPF_PROG(napi_poll_btf, struct napi_struct *napi, int work, int budget)
 }
 
 SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb); }
+int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb, false); }
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(rcv_skb_pc, struct sk_buff *skb) { return on_netif_receive_skb(skb, true); }
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }

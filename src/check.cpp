@@ -89,9 +89,11 @@ int run_check(const Options &opts, const KernelFeatures &features) {
       }
       cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", label, ok ? "" : " (no)");
     }
+    std::string note = !c.chosen && c.point->required ? "  REQUIRED" : "";
+    if (c.point->point == Point::SoftirqExit && plan.preempt_count != PreemptCount::None)
+      note = fmt::format("  {}", preempt_count_description(plan.preempt_count));
     std::printf("  %-24s %-36s [%s]%s\n", std::string(c.point->name).c_str(),
-                c.chosen ? hook_label(*c.chosen).c_str() : "-", cands.c_str(),
-                !c.chosen && c.point->required ? "  REQUIRED" : "");
+                c.chosen ? hook_label(*c.chosen).c_str() : "-", cands.c_str(), note.c_str());
   }
   size_t irqs = 0;
   if (!opts.ifaces.empty()) {

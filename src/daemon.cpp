@@ -197,8 +197,12 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   // once the plan is made.
   features_.reset();
   header_.version = kVersion;
-  for (const HookChoice &c : plan_.choices)
-    spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
+  for (const HookChoice &c : plan_.choices) {
+    if (c.point->point == Point::SoftirqExit && plan_.preempt_count != PreemptCount::None)
+      spdlog::info("hook {}: none ({})", c.point->name, preempt_count_description(plan_.preempt_count));
+    else
+      spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
+  }
   metrics_.version = kVersion;
   metrics_.kernel = header_.kernel;
   metrics_.buckets_per_power_of_two = opts_.metrics_resolution;

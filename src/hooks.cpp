@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -26,11 +27,15 @@ const std::vector<HookPoint> &hook_points() {
   static const std::vector<HookPoint> points = {
       {Point::IrqHandlerEntry, "irq_handler_entry", false, {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}}},
       {Point::IrqHandlerExit, "irq_handler_exit", false, {{"irq_exit_btf", K::TpBtf, "irq_handler_exit"}}},
-      {Point::SoftirqRaise, "softirq_raise", false, {{"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
+      // The _pc variants read the CPU's preempt count where the plan does
+      // (see PreemptCount), which leaves softirq_exit detached.
+      {Point::SoftirqRaise, "softirq_raise", false,
+       {{"sirq_raise_pc", K::TpBtf, "softirq_raise", {}, true}, {"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
       {Point::SoftirqEntry, "softirq_entry", false, {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}}},
       {Point::SoftirqExit, "softirq_exit", false, {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
       {Point::NapiPoll, "napi_poll", false, {{"napi_poll_btf", K::TpBtf, "napi_poll"}}},
-      {Point::NetifReceiveSkb, "netif_receive_skb", true, {{"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
+      {Point::NetifReceiveSkb, "netif_receive_skb", true,
+       {{"rcv_skb_pc", K::TpBtf, "netif_receive_skb", {}, true}, {"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
       // fentry first: it runs before the datagram is queued, so its slot
       // exists before any read can take it; the tracepoint (6.5+) runs after,
       // and is what a kernel that refuses fentry (6.18 here) has.
@@ -61,6 +66,15 @@ std::string_view udp_join_description(UdpJoin j) {
   case UdpJoin::OrderProdq:
     return "by queue order (no hook names the skb); lagging pushes seen through udp_prod_queue";
   case UdpJoin::Order: return "by queue order (no hook names the skb), no view of lagging pushes: fewer reads named";
+  }
+  return "unknown";
+}
+
+std::string_view preempt_count_description(PreemptCount p) {
+  switch (p) {
+  case PreemptCount::None: return "softirq_exit ends each NET_RX run";
+  case PreemptCount::PerCpu: return "not needed: the CPU's preempt count (__preempt_count) says when NET_RX runs";
+  case PreemptCount::PcpuHot: return "not needed: the CPU's preempt count (pcpu_hot) says when NET_RX runs";
   }
   return "unknown";
 }
@@ -102,9 +116,13 @@ void drop_dependents(HookPlan &plan) {
     if (!ok)
       choice_of(plan, p).chosen.reset();
   };
-  // A NET_RX run is only delimited with both its entry and its exit; an IRQ
-  // is "running" only between its entry and exit.
-  drop_unless(Point::SoftirqEntry, plan.has(Point::SoftirqExit));
+  // A NET_RX run is only delimited with both its entry and its end: its
+  // exit hook, or the preempt count read where a packet or a raise needs to
+  // know (one program run less per packet). An IRQ is "running" only between
+  // its entry and exit.
+  if (plan.preempt_count != PreemptCount::None)
+    choice_of(plan, Point::SoftirqExit).chosen.reset();
+  drop_unless(Point::SoftirqEntry, plan.has(Point::SoftirqExit) || plan.preempt_count != PreemptCount::None);
   drop_unless(Point::IrqHandlerEntry, plan.has(Point::IrqHandlerExit) && plan.has(Point::SoftirqRaise));
   drop_unless(Point::IrqHandlerExit, plan.has(Point::IrqHandlerEntry));
   // The failed-enqueue tracepoint matters only where the slot is made before
@@ -116,9 +134,22 @@ void drop_dependents(HookPlan &plan) {
 
 HookPlan choose_hooks(const KernelFeatures &features) {
   HookPlan plan;
+#if defined(__x86_64__)
+  // PREEMPT_RT keeps softirq counts per task (task_struct.softirq_disable_cnt
+  // exists only there): its preempt count does not say.
+  if (!features.has_member("task_struct", "softirq_disable_cnt")) {
+    if (features.has_var("__preempt_count"))
+      plan.preempt_count = PreemptCount::PerCpu;
+    else if (features.has_var("pcpu_hot") && features.has_member("pcpu_hot", "preempt_count"))
+      plan.preempt_count = PreemptCount::PcpuHot;
+  }
+#endif
+  const bool pc = plan.preempt_count != PreemptCount::None;
   for (const HookPoint &hp : hook_points()) {
     HookChoice choice{&hp, std::nullopt};
     for (const HookCandidate &c : hp.candidates) {
+      if (c.reads_preempt_count && !pc)
+        continue;
       if ((c.kfunc.empty() || features.has_kfunc(c.kfunc)) && features.can_attach(c.kind, c.target)) {
         choice.chosen = c;
         break;
@@ -220,18 +251,39 @@ public:
     if (!btf_)
       return false;
     int id = btf__find_by_name_kind(btf_, std::string(strct).c_str(), BTF_KIND_STRUCT);
-    if (id < 0)
-      return false;
-    const btf_type *t = btf__type_by_id(btf_, static_cast<uint32_t>(id));
-    const btf_member *m = btf_members(t);
-    for (uint16_t i = 0; i < btf_vlen(t); i++, m++)
-      if (member == btf__name_by_offset(btf_, m->name_off))
-        return true;
-    return false;
+    return id >= 0 && has_member_in(static_cast<uint32_t>(id), member, 0);
   }
 
   bool has_kfunc(std::string_view name) const override {
     return btf_ && btf__find_by_name_kind(btf_, std::string(name).c_str(), BTF_KIND_FUNC) >= 0;
+  }
+
+  // The verifier finds a variable's address by name in kallsyms, which lists
+  // per-CPU variables only with CONFIG_KALLSYMS_ALL (not on every kernel that
+  // has them in BTF): a two-instruction program that loads its address says.
+  bool has_var(std::string_view name) const override {
+    if (!btf_)
+      return false;
+    int var = btf__find_by_name_kind(btf_, std::string(name).c_str(), BTF_KIND_VAR);
+    int tp = btf__find_by_name_kind(btf_, "btf_trace_softirq_entry", BTF_KIND_TYPEDEF);
+    if (var < 0 || tp < 0)
+      return false;
+    bpf_insn insns[4] = {};
+    insns[0].code = BPF_LD | BPF_DW | BPF_IMM;
+    insns[0].dst_reg = BPF_REG_1;
+    insns[0].src_reg = BPF_PSEUDO_BTF_ID;
+    insns[0].imm = var;
+    insns[2].code = BPF_ALU64 | BPF_MOV | BPF_K;
+    insns[2].dst_reg = BPF_REG_0;
+    insns[3].code = BPF_JMP | BPF_EXIT;
+    LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_RAW_TP,
+                .attach_btf_id = static_cast<uint32_t>(tp));
+    int fd = bpf_prog_load(BPF_PROG_TYPE_TRACING, "netlatd_probe", "Dual BSD/GPL", insns, 4, &opts);
+    spdlog::debug("probe kernel variable {}: {}", name, fd >= 0 ? "yes" : "no (" + std::string(std::strerror(errno)) + ")");
+    if (fd < 0)
+      return false;
+    close(fd);
+    return true;
   }
 
   std::string kernel_release() const override {
@@ -241,6 +293,33 @@ public:
   }
 
 private:
+  // Members of anonymous structs and unions count as the outer struct's
+  // (pcpu_hot.preempt_count sits in an anonymous struct inside a union),
+  // as CO-RE finds them.
+  bool has_member_in(uint32_t id, std::string_view member, int depth) const {
+    const btf_type *t = btf__type_by_id(btf_, id);
+    if (!t || !(btf_is_struct(t) || btf_is_union(t)) || depth > 4)
+      return false;
+    const btf_member *m = btf_members(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, m++) {
+      const char *name = btf__name_by_offset(btf_, m->name_off);
+      if (name && *name) {
+        if (member == name)
+          return true;
+      } else {
+        const btf_type *inner = btf__type_by_id(btf_, m->type);
+        uint32_t inner_id = m->type;
+        while (inner && (btf_is_mod(inner) || btf_is_typedef(inner))) {
+          inner_id = inner->type;
+          inner = btf__type_by_id(btf_, inner_id);
+        }
+        if (inner && has_member_in(inner_id, member, depth + 1))
+          return true;
+      }
+    }
+    return false;
+  }
+
   bool probe(AttachKind kind, const std::string &target) const {
     if (!btf_)
       return false;

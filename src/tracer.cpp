@@ -245,6 +245,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   // read can take it.
   skel->rodata->targ_push_before_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
   skel->rodata->targ_numa_nodes = numa_nodes();
+  skel->rodata->targ_preempt_count = static_cast<__u32>(plan.preempt_count);
   skel->rodata->targ_receiver_wake_fn = kallsyms_address("receiver_wake_function");
   skel->rodata->targ_woken_wake_fn = kallsyms_address("woken_wake_function");
   if (!skel->rodata->targ_receiver_wake_fn || !skel->rodata->targ_woken_wake_fn)

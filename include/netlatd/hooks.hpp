@@ -23,6 +23,9 @@ struct HookCandidate {
   // A kfunc the program calls, which the kernel must have ("" for none): a
   // program calling one the kernel lacks would not load.
   std::string_view kfunc = {};
+  // Reads the CPU's preempt count (HookPlan::preempt_count): chosen exactly
+  // where the plan reads it, the plain variant everywhere else.
+  bool reads_preempt_count = false;
 };
 
 enum class Point {
@@ -79,10 +82,25 @@ public:
   virtual bool has_member(std::string_view strct, std::string_view member) const = 0;
   // Whether the kernel has this kfunc (a function in its BTF a BPF program may call).
   virtual bool has_kfunc(std::string_view name) const = 0;
+  // Whether a BPF program can use this kernel variable (global or per-CPU):
+  // its BTF has it and the verifier finds its address.
+  virtual bool has_var(std::string_view name) const = 0;
 };
 
 // Probes the live kernel (needs root or CAP_BPF+CAP_PERFMON). Results are cached.
 std::unique_ptr<KernelFeatures> probe_kernel_features();
+
+// Where the BPF side reads this CPU's preempt count, which tells whether a
+// softirq is being served right now: then the end of a NET_RX run needs no
+// hook of its own (the next softirq's entry clears "in NET_RX", and the
+// count says the run is over). None: x86 only, and not on PREEMPT_RT, whose
+// softirq counts are per task; softirq_exit ends the run there.
+enum class PreemptCount : uint32_t {
+  None = 0,     // softirq_exit marks the end of each NET_RX run
+  PerCpu = 1,   // the per-CPU int __preempt_count (x86: up to 6.1, and 6.15+)
+  PcpuHot = 2,  // pcpu_hot.preempt_count (x86: 6.2 to 6.14)
+};
+std::string_view preempt_count_description(PreemptCount p);
 
 struct HookChoice {
   const HookPoint *point = nullptr;
@@ -93,6 +111,7 @@ struct HookPlan {
   std::vector<HookChoice> choices;  // one per hook_points() entry, same order
   std::vector<std::string> missing_required;  // point names with no usable candidate
   UdpJoin udp_join = UdpJoin::Order;
+  PreemptCount preempt_count = PreemptCount::None;
 
   const HookChoice &choice(Point p) const;
   bool runnable() const { return missing_required.empty(); }

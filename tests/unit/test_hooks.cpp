@@ -24,6 +24,7 @@ public:
   std::set<std::string> functions = {"__udp_enqueue_schedule_skb", "sock_recvmsg", "skb_consume_udp"};
   std::set<std::string> members;  // "struct.member"
   std::set<std::string> kfuncs;
+  std::set<std::string> vars;
 
   bool has_vmlinux_btf() const override { return true; }
   bool has_ringbuf() const override { return true; }
@@ -41,6 +42,7 @@ public:
     return members.count(std::string(strct) + "." + std::string(member)) > 0;
   }
   bool has_kfunc(std::string_view name) const override { return kfuncs.count(std::string(name)) > 0; }
+  bool has_var(std::string_view name) const override { return vars.count(std::string(name)) > 0; }
 };
 
 // This machine's kernel: every tracepoint, fentry refused, 6.18's UDP
@@ -50,12 +52,14 @@ FakeKernel kernel_6_18() {
   k.tracepoints.insert({"sk_data_ready", "sock_recv_length"});
   k.members.insert("udp_sock.udp_prod_queue");
   k.kfuncs.insert("bpf_rdonly_cast");
+  k.vars.insert("__preempt_count");
   return k;
 }
 
 FakeKernel kernel_6_1() {
   FakeKernel k;
   k.fentry = true;
+  k.vars.insert("__preempt_count");
   return k;
 }
 
@@ -171,6 +175,7 @@ TEST_CASE("irq stage is not applicable on an interface without IRQ lines", "[hoo
 TEST_CASE("softirq stage needs both entry and exit hooks", "[hooks]") {
   FakeKernel k = kernel_6_18();
   k.tracepoints.erase("softirq_exit");
+  k.vars.clear();  // and no preempt count to stand in for the exit
   HookPlan plan = choose_hooks(k);
   CHECK(plan.label(Point::SoftirqEntry).empty());
   ReportHeader h;
@@ -178,6 +183,51 @@ TEST_CASE("softirq stage needs both entry and exit hooks", "[hooks]") {
   CHECK_FALSE(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
   CHECK_FALSE(h.stages[static_cast<size_t>(Stage::Irq)].applicable);
 }
+
+#if defined(__x86_64__)
+TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where it cannot", "[hooks]") {
+  SECTION("6.1 and 6.15+: __preempt_count, no softirq_exit program") {
+    HookPlan plan = choose_hooks(kernel_6_18());
+    CHECK(plan.preempt_count == PreemptCount::PerCpu);
+    CHECK(plan.label(Point::SoftirqExit).empty());
+    CHECK(plan.label(Point::SoftirqEntry) == "tp_btf/softirq_entry");
+    // The programs that ask whether NET_RX runs read the count.
+    CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_pc");
+    CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_pc");
+    ReportHeader h;
+    fill_stage_hooks(h, plan, 2);
+    CHECK(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
+    CHECK(h.stages[static_cast<size_t>(Stage::Irq)].applicable);
+  }
+  SECTION("6.2 to 6.14: pcpu_hot") {
+    FakeKernel k = kernel_6_18();
+    k.vars = {"pcpu_hot"};
+    k.members.insert("pcpu_hot.preempt_count");
+    HookPlan plan = choose_hooks(k);
+    CHECK(plan.preempt_count == PreemptCount::PcpuHot);
+    CHECK(plan.label(Point::SoftirqExit).empty());
+    CHECK(plan.has(Point::SoftirqEntry));
+  }
+  SECTION("neither variable: softirq_exit") {
+    FakeKernel k = kernel_6_18();
+    k.vars.clear();
+    HookPlan plan = choose_hooks(k);
+    CHECK(plan.preempt_count == PreemptCount::None);
+    CHECK(plan.label(Point::SoftirqExit) == "tp_btf/softirq_exit");
+    // No program may refer to a variable the verifier cannot find.
+    CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_btf");
+    CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_btf");
+  }
+  SECTION("PREEMPT_RT (per-task softirq counts): softirq_exit") {
+    FakeKernel k = kernel_6_18();
+    k.members.insert("task_struct.softirq_disable_cnt");
+    HookPlan plan = choose_hooks(k);
+    CHECK(plan.preempt_count == PreemptCount::None);
+    CHECK(plan.label(Point::SoftirqExit) == "tp_btf/softirq_exit");
+    CHECK(plan.has(Point::SoftirqEntry));
+  }
+}
+#endif
 
 TEST_CASE("every candidate program names a distinct BPF program", "[hooks]") {
   std::set<std::string> names;
