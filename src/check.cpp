@@ -87,6 +87,10 @@ int run_check(const Options &opts, const KernelFeatures &features) {
         label += fmt::format(" with {}", cand.kfunc);
         ok = ok && features.has_kfunc(cand.kfunc);
       }
+      if (cand.reads_preempt_count) {
+        label += " reading the preempt count";
+        ok = ok && plan.preempt_count != PreemptCount::None;
+      }
       cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", label, ok ? "" : " (no)");
     }
     std::string note = !c.chosen && c.point->required ? "  REQUIRED" : "";
