@@ -113,6 +113,14 @@ struct udp_slot {
 #define SLOT_LIVE 1
 #define SLOT_DONE 2
 
+/* Who uses a cpu_state scratch word (ptr_value, opaque_on). */
+enum scratch_user {
+	SCRATCH_RECV = 0,   /* the receive return */
+	SCRATCH_QUEUE = 1,  /* the UDP data-ready call */
+	SCRATCH_WAKE = 2,   /* sched_waking */
+	SCRATCH_USERS = 4,
+};
+
 struct cpu_state {
 	/* NIC IRQ and NET_RX (cpu_stamps.bpf.h) */
 	__u64 cur_irq_ts;    /* entry of the interface IRQ running now, 0 outside one */
@@ -147,7 +155,13 @@ struct cpu_state {
 	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
-	__u64 scratch;       /* ptr_value's and opaque_value's round trip through memory */
+	/* ptr_value's and opaque_value's round trip through memory, one word per
+	 * program that makes it: a program interrupted between its store and
+	 * its load (a softirq's data-ready call on top of a receive return, a
+	 * waking in a hard IRQ) must not find the interrupter's value. A
+	 * program does not nest in itself on a CPU (the kernel's recursion
+	 * guard), so one word each is enough. */
+	__u64 scratch[SCRATCH_USERS];
 	/* read_bufsize's copies of the reader's msghdr and iovecs: here, not
 	 * on a stack that 6.1's combined limit has no room left on. */
 	struct user_msghdr rb_msg;
@@ -174,7 +188,7 @@ static __always_inline struct cpu_state *this_cpu(void)
  * it loads back from there is a number: a store and a load on this CPU's
  * state, where a read through bpf_probe_read_kernel (the fallback) is a helper
  * call, ~20-30 ns a time on a VM. */
-static __always_inline __u64 ptr_value(const void *p)
+static __always_inline __u64 ptr_value(const void *p, enum scratch_user who)
 {
 	struct cpu_state *cs = this_cpu();
 	__u64 v = 0;
@@ -182,25 +196,25 @@ static __always_inline __u64 ptr_value(const void *p)
 		bpf_probe_read_kernel(&v, sizeof(v), &p);
 		return v;
 	}
-	*(const void *volatile *)&cs->scratch = p;
-	return *(volatile __u64 *)&cs->scratch;
+	*(const void *volatile *)&cs->scratch[who] = p;
+	return *(volatile __u64 *)&cs->scratch[who];
 }
 
 /* opaque_value with this CPU's state at hand: no helper call, so it may run
  * under a socket's lock. */
-static __always_inline __u64 opaque_on(struct cpu_state *cs, __u64 v)
+static __always_inline __u64 opaque_on(struct cpu_state *cs, __u64 v, enum scratch_user who)
 {
-	*(volatile __u64 *)&cs->scratch = v;
-	return *(volatile __u64 *)&cs->scratch;
+	*(volatile __u64 *)&cs->scratch[who] = v;
+	return *(volatile __u64 *)&cs->scratch[who];
 }
 
 /* `v` as a number the verifier knows nothing of (what it loads from a map
  * value): where a value known on one path and unknown on another would fork
  * its walk of everything after. */
-static __always_inline __u64 opaque_value(__u64 v)
+static __always_inline __u64 opaque_value(__u64 v, enum scratch_user who)
 {
 	struct cpu_state *cs = this_cpu();
-	return cs ? opaque_on(cs, v) : v;
+	return cs ? opaque_on(cs, v, who) : v;
 }
 
 /* ---- per-socket state: socket-local storage, freed with its socket -------------- */

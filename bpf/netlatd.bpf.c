@@ -100,7 +100,7 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 		 * know: each outcome would otherwise be a walk of its own through
 		 * all that follows under the lock (942k instructions of its 1M
 		 * budget on 6.18, 375k with these). */
-		__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx);
+		__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
 		r = (int)((o >> 32) & 0xffff);
 		hp->kind = (enum head_kind)(o >> 48);
 		hp->idx = (__u32)o;
@@ -170,7 +170,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		}
 		/* Opaque: known 0 on most of read_bufsize's ways out and unknown
 		 * on the rest, it would fork the verifier's walk of the decision. */
-		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0);
+		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
 	}
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	if (targ_udp_join != UDP_JOIN_CONSUME) {

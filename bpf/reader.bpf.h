@@ -101,7 +101,7 @@ static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed,
 				return false;
 			/* The entry around the node, from a number: 6.12's verifier
 			 * refuses to subtract from an untrusted pointer. */
-			struct wait_queue_entry *we = bpf_core_cast((void *)(ptr_value(node) - off), struct wait_queue_entry);
+			struct wait_queue_entry *we = bpf_core_cast((void *)(ptr_value(node, SCRATCH_WAKE) - off), struct wait_queue_entry);
 			if ((__u64)we->private == task) {
 				*fn = (__u64)we->func;
 				return true;
@@ -143,7 +143,7 @@ static __always_inline int on_sched_waking(struct task_struct *p, bool typed)
 		return 0;
 	}
 	__u64 fn = 0;
-	if (!find_waiter((struct sock *)cs->hint_sk, ptr_value(p), typed, &fn))
+	if (!find_waiter((struct sock *)cs->hint_sk, ptr_value(p, SCRATCH_WAKE), typed, &fn))
 		return 0;
 	struct reader_state *rs = reader_of(p, true);
 	if (!rs)

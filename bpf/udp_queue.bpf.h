@@ -155,7 +155,7 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 		w->skb = w->readq->prev;
 		return 0;
 	}
-	__u64 key = ptr_value(skb);
+	__u64 key = ptr_value(skb, SCRATCH_QUEUE);
 	/* A constant mask per array: a callback's verifier sees no constant
 	 * in a field of its context. */
 	int at = w->big ? find_recent_slot(w->st, w->big->slots, UDP_BIG_SLOTS - 1, key)
@@ -195,7 +195,7 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
 		return false;
 	struct sk_buff *newest = rq->prev;
 	if (newest && (void *)newest != (void *)rq) {
-		__u64 key = ptr_value(newest);
+		__u64 key = ptr_value(newest, SCRATCH_QUEUE);
 		struct netlatd_stash_entry *e = stash_find(key);
 		if (e)
 			stash_claim(e, key);

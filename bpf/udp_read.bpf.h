@@ -76,7 +76,7 @@ static __always_inline bool producers_quiet(struct sock *sk, bool typed)
 		if (l.pq)
 			bpf_loop(QUIET_SPINS, quiet_step, &l, 0);
 	}
-	return opaque_value(l.quiet);
+	return opaque_value(l.quiet, SCRATCH_RECV);
 }
 
 /* The read's buffer size from its syscall's arguments (x86-64), 0 when
@@ -200,12 +200,12 @@ static __always_inline __u64 queue_head(struct sock *sk, bool typed)
 			first = sk->sk_receive_queue.next;
 		if ((void *)first == (void *)&sk->sk_receive_queue)
 			first = NULL;
-		return ptr_value(first); /* one unknown number, whichever way it went */
+		return ptr_value(first, SCRATCH_RECV); /* one unknown number, whichever way it went */
 	}
 	struct udp_sock *up = (struct udp_sock *)sk;
 	/* BPF_CORE_READ: reader_queue lies past struct sock, where a typed
 	 * load cannot reach without bpf_core_cast (6.2+); this runs on 6.1. */
-	__u64 readq = ptr_value(&up->reader_queue), rq = ptr_value(&sk->sk_receive_queue);
+	__u64 readq = ptr_value(&up->reader_queue, SCRATCH_RECV), rq = ptr_value(&sk->sk_receive_queue, SCRATCH_RECV);
 	__u64 skb = (__u64)BPF_CORE_READ(up, reader_queue.next);
 	if (skb == readq)
 		skb = (__u64)BPF_CORE_READ(sk, sk_receive_queue.next);
@@ -285,7 +285,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		certain = false;
 	/* Where the walk stopped is no matter after it: without this, each
 	 * place it can stop is a state of its own through all that follows. */
-	n = (__u32)opaque_on(cs, n);
+	n = (__u32)opaque_on(cs, n, SCRATCH_RECV);
 	if (certain && fit && !(fit & (fit - 1))) {
 		__u32 pick = 0;
 		for (__u32 i = 0; i < UDP_SCAN; i++)
