@@ -296,8 +296,14 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
   }
   if (auto s = string_of("netns"); s && !cli("netns"))
     into.netns = *s;
-  if (const toml::node *n = tbl.get("irq"); n && !cli("irq"))
+  if (const toml::node *n = tbl.get("irq"); n && !cli("irq")) {
     into.irqs = irqs_of(*n, fail);
+    // One interface's lines, so one interface named (here or on the command
+    // line): the file's mistake, reported at its key (78), not as a usage
+    // error of a command line that gave no --irq. --demo names lo later.
+    if (!into.irqs.empty() && !into.demo && (into.ifaces.size() != 1 || is_iface_set_word(into.ifaces[0])))
+      throw fail(*n, "irq names the IRQ lines of one interface: give exactly one iface name with it");
+  }
   if (auto d = number_of("interval"); d && !cli("interval")) {
     if (!(*d >= 0.1 && *d <= 86400))
       throw fail(*tbl.get("interval"), "interval must be between 0.1 and 86400 seconds");

@@ -269,6 +269,17 @@ TEST_CASE("bad --irq exits 64 with one line; irq in the config file", "[cli][con
   e = run_netlatd({"--config", bad.path});
   CHECK(e.code == 78);
   CHECK(e.err == "netlatd: error: " + bad.path + ":3:12: irq: IRQ 9000 is above 8191, the highest netlatd can trace\n");
+  // IRQ lines in the file without one interface to own them: the file's
+  // error, at its key (a fuzz finding: it was exit 64 with no position).
+  TempFile no_iface("ports = [5000]\nirq = [24, 25]\n");
+  e = run_netlatd({"--check", "--config", no_iface.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + no_iface.path +
+                     ":2:7: irq names the IRQ lines of one interface: give exactly one iface name with it\n");
+  TempFile all_ifaces("iface = \"all\"\nports = [5000]\nirq = [24]\n");
+  CHECK(run_netlatd({"--config", all_ifaces.path}).code == 78);
+  // The command line's one interface owns the file's lines.
+  CHECK(parse({"--config", no_iface.path.c_str(), "--iface", "eth1"}).options.irqs == std::vector<int>{24, 25});
   TempFile not_list("iface = \"eth0\"\nports = [5000]\nirq = \"24\"\n");
   e = run_netlatd({"--config", not_list.path});
   CHECK(e.code == 78);
