@@ -237,14 +237,18 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 			st->incomplete = 1;
 			st->missing++;
 		} else if (!skb || w.dequeued || !skb->next) {
-			push_placeholder(st, big, 0, 0, pc);
+			push_placeholder(st, big, 0, 0, 0, pc);
+		} else if (stash_find(w.oldest_key)) {
+			/* Before any slot of its address: one LIVE there is an
+			 * older datagram's (the stash entry goes with the push). */
+			made = push_tracked(st, big, w.oldest_key, now, pc);
 		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
 					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
 			made = false; /* another CPU's call made it: look again */
-		} else if (stash_find(w.oldest_key)) {
-			made = push_tracked(st, big, w.oldest_key, now, pc);
 		} else {
-			push_placeholder(st, big, w.oldest_key, skb->len > 8 ? skb->len - 8 : 0, pc);
+			/* Queued with its header pulled (udp_csum_pull_header):
+			 * skb->len is the payload's. */
+			push_placeholder(st, big, w.oldest_key, skb->len, now, pc);
 		}
 		bpf_spin_unlock(&st->lock);
 		if (made)
@@ -256,7 +260,7 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 	 * ends up without a slot of its own (placeholders are interchangeable:
 	 * unknown length, a candidate wherever they sit). */
 	if (lock_with_big(sk, st, &big)) {
-		push_placeholder(st, big, 0, 0, pc);
+		push_placeholder(st, big, 0, 0, 0, pc);
 		bpf_spin_unlock(&st->lock);
 	}
 }

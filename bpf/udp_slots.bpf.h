@@ -178,10 +178,12 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 }
 
 /* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
- * `len` bytes), or already dequeued (skb 0: `gone`, marked, since a read took
- * it and may have been left undecided, see udp_read.bpf.h). Lock held. */
+ * `len` bytes, seen queued before `now`, which stands for its receive stamp
+ * in find_named_slot), or already dequeued (skb 0: `gone`, marked, since a
+ * read took it and may have been left undecided, see udp_read.bpf.h). Lock
+ * held. */
 static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
-					     __u32 len, struct push_counts *pc)
+					     __u32 len, __u64 now, struct push_counts *pc)
 {
 	struct udp_slot *s = slot_append(st, big, pc);
 	if (!s)
@@ -189,6 +191,7 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 	s->no_record = 1;
 	s->skb = skb;
 	s->rx.len = len;
+	s->rx.receive_ns = now;
 	if (!skb) {
 		s->gone = 1;
 		s->marked = 1;
