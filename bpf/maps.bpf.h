@@ -113,6 +113,10 @@ struct udp_slot {
 #define SLOT_LIVE 1
 #define SLOT_DONE 2
 
+/* Datagrams one receive call may drop that its return settles (a read
+ * among others taking bursts can meet several bad ones in a row). */
+#define READ_DROPS 8
+
 /* Who uses a cpu_state scratch word (ptr_value, opaque_on). */
 enum scratch_user {
 	SCRATCH_RECV = 0,   /* the receive return */
@@ -166,6 +170,12 @@ struct cpu_state {
 	 * on a stack that 6.1's combined limit has no room left on. */
 	struct user_msghdr rb_msg;
 	struct iovec rb_iov[4];
+	/* What the scan for a read's dropped datagrams found (udp_read.bpf.h
+	 * drop_scan_step), for the same reason. */
+	__u32 ds_found;                 /* bit d: ds_at[d] holds drop d's slot */
+	__u32 ds_ngone;
+	__u32 ds_at[READ_DROPS];        /* absolute slot numbers */
+	__u32 ds_gone_at[2 * READ_DROPS];
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 out_ambiguous[UDP_OUT_MAX];
 };
@@ -246,6 +256,8 @@ struct udp_sock_state {
 	__u32 reader_tid;           /* the first thread to read the socket */
 	__u32 readers_many;         /* another thread has read it too */
 	__u32 resynced;             /* the slots were resynced at least once */
+	__u32 drops_unsure;         /* a read dropped a datagram whose slot could not be told
+				     * for sure: stale slots are never written out (resync_slots) */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 
@@ -334,6 +346,20 @@ struct reader_state {
 	__u64 told_cgroup;
 	__u32 told_gen;      /* cfg_readers_gen when told */
 	__u32 _pad2;
+	/* Datagrams the current receive call took off a watched UDP socket's
+	 * queue and the kernel dropped (checksums the read found bad): their
+	 * slots are settled at the call's return (udp_read.bpf.h). */
+	__u64 drop_skb[READ_DROPS];
+	__u64 drop_ns[READ_DROPS];    /* when each was freed */
+	__u32 drop_len[READ_DROPS];   /* bytes of UDP payload */
+	__u16 drop_sport[READ_DROPS]; /* host order */
+	__u16 drop_dport[READ_DROPS];
+	__u32 drop_fd;       /* the call's first argument (x86-64) */
+	__u16 drop_nr;       /* the call's syscall number */
+	__u8 drop_n;         /* noted; 0 = none */
+	__u8 drop_more;      /* more were dropped than can be kept */
+	__u8 drop_port;      /* index of the port in drops_pending, plus one */
+	__u8 _pad3[3];
 };
 
 struct {
@@ -388,6 +414,13 @@ static __always_inline int port_index(__u16 port)
 }
 
 static __always_inline bool port_watched(__u16 port) { return port_index(port) >= 0; }
+
+/* Receive calls in flight that dropped a datagram of the port after its
+ * socket queued it and have not returned yet (udp_read.bpf.h
+ * note_read_drop): until each does, the dropped datagram's slot is LIVE as
+ * if a read held it, and a retirement that counts LIVE and marked slots
+ * against the reads that owe one could write it out. */
+__u32 drops_pending[NETLATD_MAX_PORTS];
 
 /* Which CPUs receive a watched port's packets. While one CPU alone does,
  * datagrams are pushed in the order they were queued (udp_read.bpf.h relies

@@ -182,7 +182,13 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 		if (targ_push_before_queue) {
 			in.quiet = true;
 		} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
-			in.quiet = producers_quiet(sk, typed);
+			/* And no call in flight holds a datagram of the port it
+			 * dropped (drops_pending): its slot stands LIVE as if a read
+			 * held it, one more than the reads hold, until that call
+			 * returns (udp_read.bpf.h settle_read_drop). */
+			int dpidx = port_index(sk->__sk_common.skc_num);
+			__u32 pending = dpidx >= 0 ? drops_pending[dpidx & (NETLATD_MAX_PORTS - 1)] : 0;
+			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & eq_bit(pending, 0), SCRATCH_RECV);
 		} else {
 			int pidx = port_index(sk->__sk_common.skc_num);
 			in.sole = pidx >= 0 && sole_producer(pidx, v->now);
@@ -211,7 +217,8 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 }
 
 /* The kernel dropped a packet we were following: a datagram before its
- * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it. */
+ * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it;
+ * or a datagram a read took off its socket's queue and dropped. */
 static __always_inline int on_kfree_skb(struct sk_buff *skb)
 {
 	__u64 key = (__u64)skb;
@@ -221,8 +228,12 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb)
 		return 0;
 	}
 	struct netlatd_stash_entry *e = stash_find(key);
-	if (e && stash_claim(e, key))
+	if (e && stash_claim(e, key)) {
 		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+		note_read_drop(skb, false);
+	} else if (!e) {
+		note_read_drop(skb, true);
+	}
 	return 0;
 }
 
@@ -235,6 +246,10 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	if (!sk || !port_watched(sk->__sk_common.skc_num))
 		return 0;
 	struct reader_state *rs = current_reader(false);
+	/* Before the read's own decision: datagrams this call dropped are
+	 * not candidates of it, nor of any later read. */
+	if (rs && rs->drop_n)
+		settle_read_drop(sk, rs);
 	if (ret >= 0 && !(flags & MSG_PEEK_FLAG)) {
 		struct read_view v;
 		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);

@@ -115,6 +115,88 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
 #endif
 }
 
+/* A datagram freed by kfree_skb: one a UDP socket queued and a read then
+ * dropped is kept in the reading task's state until that call returns
+ * (settle_read_drop). udp_recvmsg takes the head datagram off the queue,
+ * finds its checksum bad (checked only at copy time when the device left it
+ * unchecked) or cannot copy it, frees it, and goes on to the next one in the
+ * same call: without this, its slot stayed LIVE, every later read of the
+ * socket had one candidate too many, and the slot was written out once as a
+ * packet-only record of a datagram no read returned. `pushed`: its stash
+ * entry is gone, so its slot holds it (or, untracked, a placeholder);
+ * otherwise it was dequeued before any data-ready call moved it, and a gone
+ * placeholder stands for it (the caller counted it, stack_dropped).
+ *
+ * What says the skb was queued by UDP: __udp_enqueue_schedule_skb wrote its
+ * scratch (udp_set_dev_scratch, 64-bit kernels) over skb->dev: the length,
+ * then two flags of 0 or 1; a device pointer has all ones there. And the
+ * current task must be in a receive system call (a poll's or a FIONREAD's
+ * drop at the queue head, or a close's purge, runs in other calls: those
+ * are left alone). x86-64 only, like read_bufsize. */
+static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed)
+{
+#ifdef __TARGET_ARCH_x86
+	if (!bpf_core_field_exists(skb->dev_scratch))
+		return;
+	/* Read as a number: a typed load at skb->dev's offset is its pointer. */
+	__u64 scratch = BPF_CORE_READ(skb, dev_scratch);
+	__u32 len = skb->len;
+	if ((__u16)(scratch >> 32) != (__u16)len || ((scratch >> 48) & 0xfefe))
+		return;
+	/* Queued with its header pulled (udp_csum_pull_header): skb->len is
+	 * the payload's, the header is still at the transport offset. */
+	struct udphdr uh;
+	if (bpf_probe_read_kernel(&uh, sizeof(uh), skb->head + skb->transport_header) || bpf_ntohs(uh.len) != len + 8)
+		return;
+	int pidx = port_index(bpf_ntohs(uh.dest));
+	if (pidx < 0)
+		return;
+	struct task_struct *task = bpf_get_current_task_btf();
+	if (task->flags & (0x00200000 /* PF_KTHREAD */ | 0x00000010 /* PF_IO_WORKER */))
+		return;
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
+	if (!regs)
+		return;
+	long nr = regs->orig_ax;
+	if (nr != 0 /* read */ && nr != 19 /* readv */ && nr != 45 /* recvfrom */ && nr != 47 /* recvmsg */ &&
+	    nr != 299 /* recvmmsg */)
+		return;
+	struct reader_state *rs = current_reader(true);
+	if (!rs)
+		return;
+	if (!rs->drop_port) {
+		__sync_fetch_and_add(&drops_pending[pidx & (NETLATD_MAX_PORTS - 1)], 1);
+		rs->drop_port = (__u8)(pidx + 1);
+	}
+	__u32 i = rs->drop_n;
+	if (i >= READ_DROPS) {
+		rs->drop_more = 1;
+		return;
+	}
+	rs->drop_skb[i] = pushed ? (__u64)skb : 0;
+	rs->drop_ns[i] = bpf_ktime_get_ns();
+	rs->drop_len[i] = len;
+	rs->drop_sport[i] = bpf_ntohs(uh.source);
+	rs->drop_dport[i] = bpf_ntohs(uh.dest);
+	rs->drop_fd = (__u32)regs->di;
+	rs->drop_nr = (__u16)nr;
+	rs->drop_n = i + 1;
+#endif
+}
+
+/* Whether the current call is the one a noted drop was in: the same system
+ * call on the same descriptor. A drop noted in an earlier call whose return
+ * the task did not pass on a watched socket is not this call's. */
+static __always_inline bool drop_in_this_call(const struct reader_state *rs)
+{
+#ifdef __TARGET_ARCH_x86
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	return regs && regs->orig_ax == rs->drop_nr && (__u32)regs->di == rs->drop_fd;
+#else
+	return false;
+#endif
+}
+
 /* What a read knows before it takes its socket's lock (where no kfunc, not
  * even a type cast, may be called). */
 struct udp_read_in {
@@ -124,7 +206,7 @@ struct udp_read_in {
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
-	bool quiet;      /* producers_quiet(), or pushes precede queueing */
+	bool quiet;      /* producers_quiet() and no drops_pending, or pushes precede queueing */
 	bool sole;       /* one CPU alone feeds the port */
 	__u32 tid;       /* the reading thread */
 	/* One or the other (the stack of recv_ret with read_step's is at 6.1's
@@ -422,7 +504,7 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 		struct udp_slot *s = &slots[(h + i) & mask];
 		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
 		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
-		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1);
+		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1) & (st->drops_unsure ^ 1);
 	}
 	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
 	st->head = st->tail;
@@ -437,6 +519,7 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	st->resynced |= st->incomplete;
 	st->incomplete = 0;
 	st->owed_unsure = 0;
+	st->drops_unsure = 0;
 }
 
 /* The head passes slots that are done; an empty socket goes back to its
@@ -452,6 +535,153 @@ static __always_inline void advance_head(struct udp_sock_state *st, struct udp_s
 	}
 	if (st->head == st->tail)
 		st->big = 0;
+}
+
+/* The slots the datagrams a call dropped may have, looked for before the
+ * lock (a bpf_loop over the whole window, from the newest: the verifier
+ * walks one step once, whatever the window's length) and checked again under
+ * it. Ambiguous reads may hold the head back far behind the datagram a read
+ * took off the queue's head just now. For each pushed one: the newest LIVE
+ * slot of its address whose datagram came before the drop, as for a
+ * consumed one (find_named_slot); scanned from the newest, an older slot of
+ * the address is met later. For the others, LIVE gone placeholders, newest
+ * first. */
+struct drop_scan {
+	struct udp_sock_state *st;
+	struct udp_big_state *big;  /* the big slots, while the socket uses them */
+	const struct reader_state *rs;
+	struct cpu_state *cs;       /* where the findings go (ds_*) */
+	__u32 tail, n;              /* the window when the scan began */
+};
+
+/* Branch-free but for its end, like the walks of the decision: the
+ * verifier walks a callback's steps until their states repeat. */
+static long drop_scan_step(__u32 i, struct drop_scan *w)
+{
+	if (i >= w->n)
+		return 1;
+	__u32 idx = w->tail - 1 - i;
+	struct udp_slot *s = w->big ? &w->big->slots[idx & (UDP_BIG_SLOTS - 1)]
+				    : &w->st->small[idx & (UDP_SMALL_SLOTS - 1)];
+	struct cpu_state *cs = w->cs;
+	__u64 live = eq_bit(s->state, SLOT_LIVE);
+	/* A gone placeholder: kept while there is room (the entries past the
+	 * last take the stores that keep nothing). */
+	__u64 g = live & s->gone & gt_bit(READ_DROPS, cs->ds_ngone);
+	cs->ds_gone_at[cs->ds_ngone & (2 * READ_DROPS - 1)] = idx;
+	cs->ds_ngone += (__u32)g;
+	const struct reader_state *rs = w->rs;
+	for (__u32 d = 0; d < READ_DROPS; d++) {
+		__u64 skb = rs->drop_skb[d];
+		__u64 m = live & (s->gone ^ 1) & gt_bit(rs->drop_n, d) & ne_bit(skb, 0) & eq_bit(s->skb, skb) &
+			  gt_bit(rs->drop_ns[d], s->rx.receive_ns) & (((cs->ds_found >> d) & 1) ^ 1);
+		cs->ds_at[d] += (__u32)m * (idx - cs->ds_at[d]);
+		cs->ds_found |= (__u32)m << d;
+	}
+	return 0;
+}
+
+/* The slots of the datagrams this call dropped (note_read_drop), done with
+ * no record, as the scan found them, if each still holds what it did: a
+ * pushed one's LIVE slot of its address, received before the drop, of its
+ * length and, if tracked, its ports; for one dequeued before it was pushed,
+ * a LIVE gone placeholder, any of them: they are interchangeable.
+ *
+ * A dropped datagram whose data-ready call had not run when a read took it
+ * gets a gone placeholder from that call, never a slot of its address; so
+ * no slot of its address that the scan missed can appear after it. Should
+ * such a datagram leave an older LIVE slot of its address, length and ports
+ * to be taken for its own (a datagram of the same flow, freed just before,
+ * held by a read in flight), that slot's datagram loses its record, and no
+ * read is named wrongly: until the gone placeholder is made, a producer is
+ * mid-batch and no read of the socket is certain; once it is, it is a
+ * candidate of every read and fits every length.
+ *
+ * By queue order, slots that no longer mirror the queue are not settled
+ * (their reads are not named anyway), and what they hold is never written
+ * out (drops_unsure); nor when one is not found or a call dropped more
+ * than it keeps: the slots stop mirroring the queue, and say so
+ * (order_lost). Returns how many pushed ones were settled, or -1 when the
+ * slots were given up. Lock held. */
+static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+				     const struct reader_state *rs, const struct cpu_state *w)
+{
+	__u64 ok = eq_bit(rs->drop_more, 0);
+	if (targ_udp_join != UDP_JOIN_CONSUME)
+		ok &= eq_bit(st->incomplete, 0);
+	__u64 settled = 0;
+	__u32 gones = 0;
+	for (__u32 d = 0; d < READ_DROPS; d++) {
+		/* Selections by arithmetic: a branch per drop would double the
+		 * verifier's walk at each. */
+		__u64 active = gt_bit(rs->drop_n, d), skb = rs->drop_skb[d], pushed = ne_bit(skb, 0);
+		__u32 idx = (__u32)(pushed * w->ds_at[d] + (pushed ^ 1) * w->ds_gone_at[gones & (READ_DROPS - 1)]);
+		__u64 found = (pushed & (w->ds_found >> d)) | ((pushed ^ 1) & gt_bit(w->ds_ngone, gones));
+		gones += (__u32)(active & (pushed ^ 1));
+		struct udp_slot *s = &slots[idx & mask];
+		__u64 same = eq_bit(s->skb, skb) & gt_bit(rs->drop_ns[d], s->rx.receive_ns) &
+			     eq_bit(s->rx.len, rs->drop_len[d]) &
+			     (s->no_record | (eq_bit(s->rx.sport, rs->drop_sport[d]) & eq_bit(s->rx.dport, rs->drop_dport[d])));
+		__u64 fits = found & 1 & gt_bit(st->tail - st->head, idx - st->head) & eq_bit(s->state, SLOT_LIVE) &
+			     ((pushed & same) | ((pushed ^ 1) & s->gone));
+		__u64 done = ok & active & fits;
+		ok &= fits | (active ^ 1);
+		s->state += done * (SLOT_DONE - SLOT_LIVE);
+		st->live -= done & ne_bit(st->live, 0);
+		st->marked -= done & s->marked & ne_bit(st->marked, 0);
+		st->gone -= done & s->gone & ne_bit(st->gone, 0);
+		settled += done & ne_bit(skb, 0);
+	}
+	advance_head(st, slots, mask);
+	if (ok || targ_udp_join == UDP_JOIN_CONSUME)
+		return (int)settled; /* consume: a slot the kernel never names only ages */
+	int lost = st->incomplete ? 0 : -1;
+	st->incomplete = 1;
+	st->drops_unsure = 1;
+	return lost;
+}
+
+/* At the return of a call that dropped datagrams it had dequeued from `sk`
+ * (note_read_drop), before the read's own decision. By queue order, with a
+ * producer mid-batch the dropped datagram may have no slot yet: the slots
+ * are given up then (settle_on). Waiting for a later return instead left the
+ * dropped datagram's slot LIVE meanwhile, and a retirement could write it
+ * out as a packet-only record of a datagram no read returned (seen with four
+ * threads, tests/bpf/test_odd_packets.cpp). */
+static __always_inline void settle_read_drop(struct sock *sk, struct reader_state *rs)
+{
+	if (sk->sk_protocol != IPPROTO_UDP || !drop_in_this_call(rs))
+		goto out;
+	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
+	if (!st)
+		goto out; /* no slot was ever made here */
+	struct udp_big_state *big = udp_big_of(sk, st, false);
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		goto out;
+	struct drop_scan w = {.st = st, .big = st->big ? big : NULL, .rs = rs, .cs = cs, .tail = st->tail};
+	w.n = w.tail - st->head;
+	cs->ds_found = 0;
+	cs->ds_ngone = 0;
+	bpf_loop(UDP_BIG_SLOTS, drop_scan_step, &w, 0);
+	if (!lock_with_big(sk, st, &big))
+		goto out;
+	/* A promotion to the big slots since the scan keeps each slot's
+	 * number (make_room): what the scan found is checked wherever it is. */
+	int r = st->big && big ? settle_on(st, big->slots, UDP_BIG_SLOTS - 1, rs, cs)
+			       : settle_on(st, st->small, UDP_SMALL_SLOTS - 1, rs, cs);
+	bpf_spin_unlock(&st->lock);
+	r = (int)opaque_value((__u64)(__s64)r, SCRATCH_RECV); /* one walk on, whatever it was */
+	if (r > 0)
+		ADD(drops, NETLATD_DROP_STACK_DROPPED, r);
+	else if (r < 0)
+		COUNT(drops, NETLATD_DROP_ORDER_LOST);
+out:
+	if (rs->drop_port)
+		__sync_fetch_and_sub(&drops_pending[(rs->drop_port - 1) & (NETLATD_MAX_PORTS - 1)], 1);
+	rs->drop_port = 0;
+	rs->drop_n = 0;
+	rs->drop_more = 0;
 }
 
 /* The datagram the kernel named for this call; and the one named for a call

@@ -17,8 +17,11 @@
  *       a zero-length one on the same socket (not logged: it has no id).
  *   nlsenders udp-raw --to ADDR --port P --from SRC --dev IF --mac MAC
  *                 [--bursts N] [--base-len L] [--sport-base Q] [--gap-us G]
+ *                 [--burst-size S] [--lengths distinct|equal] [--len E]
  *       IPv4 only, crafted frames on IF (AF_PACKET) to MAC: N good datagrams
- *       from SRC:Q, datagram i L+i bytes long, each followed by an odd one
+ *       from SRC:Q, datagram i L+i bytes long (equal: every datagram, good
+ *       or odd, E bytes from source port Q+id), the gap after every S-th
+ *       (default 1), each followed by an odd one
  *       whose kind cycles: a bad UDP checksum (long, so checked at the read),
  *       a bad checksum on a short one (checked on arrival), a UDP length
  *       beyond the IP payload, an IP total length beyond the frame (both

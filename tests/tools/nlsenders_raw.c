@@ -86,9 +86,10 @@ int nls_run_udp_raw(void)
 	if (inet_pton(AF_INET, scfg.to, &dst) != 1 || inet_pton(AF_INET, scfg.from, &src) != 1 ||
 	    sscanf(scfg.mac, "%hhx:%hhx:%hhx:%hhx:%hhx:%hhx", &mac[0], &mac[1], &mac[2], &mac[3], &mac[4],
 		   &mac[5]) != 6 ||
-	    !*scfg.dev || scfg.base_len + 2 * scfg.bursts > 1400)
+	    !*scfg.dev || (!scfg.equal && scfg.base_len + 2 * scfg.bursts > 1400) ||
+	    (scfg.equal && (scfg.len < NL_HDR_LEN || scfg.len > 1400 || scfg.sport_base + 2 * scfg.bursts > 65535)))
 		nl_usage("nlsenders", "udp-raw: --to and --from IPv4 addresses, --dev IF, --mac xx:xx:xx:xx:xx:xx, "
-				      "base-len + 2 * bursts <= 1400");
+				      "base-len + 2 * bursts <= 1400 (equal: len <= 1400, sport-base + 2 * bursts <= 65535)");
 	/* With a tag, the frame's type is 802.1Q and the packet follows the tag
 	 * (priority 0, the VID) and the inner type. */
 	const int tagged = scfg.vlan >= 0;
@@ -106,18 +107,24 @@ int nls_run_udp_raw(void)
 	unsigned char *pkt = frame + (tagged ? 4 : 0);
 	put16(frame, (uint32_t)(tagged ? scfg.vlan & 0xfff : 0));
 	put16(frame + 2, ETH_P_IP);
-	const int sport = scfg.sport_base;
 	int ok = 1;
 	for (long i = 0; i < scfg.bursts && ok; i++) {
-		long good = scfg.base_len + i, odd = scfg.base_len + scfg.bursts + i;
+		/* The gap after every burst_size-th pair: the pairs of a burst go
+		 * back to back. */
+		const useconds_t gap = (i + 1) % scfg.burst_size ? 0 : (useconds_t)scfg.gap_us;
+		long good = scfg.equal ? scfg.len : scfg.base_len + i;
+		long odd = scfg.equal ? scfg.len : scfg.base_len + scfg.bursts + i;
+		int sport = scfg.sport_base + (scfg.equal ? (int)i : 0);
 		size_t n = build(pkt, src, dst, sport, (uint32_t)i, good, 0, 0, 0, 0) + (tagged ? 4 : 0);
 		uint64_t ns = nl_mono_ns();
 		ok = sendto(fd, frame, n, 0, (struct sockaddr *)&ll, sizeof(ll)) == (long)n;
 		nls_log_sent((uint32_t)i, (uint32_t)good, sport, ns);
-		usleep((useconds_t)scfg.gap_us);
+		if (gap)
+			usleep(gap);
 		if (tagged)
 			continue;
 		uint32_t id = (uint32_t)(scfg.bursts + i);
+		sport = scfg.sport_base + (scfg.equal ? (int)id : 0);
 		const size_t nkinds = strlen(scfg.odd_kinds);
 		int kind = nkinds ? scfg.odd_kinds[i % (long)nkinds] - '0' : -1;
 		if (i % ODD_KINDS == UDP_LEN_SHORT)
@@ -136,7 +143,8 @@ int nls_run_udp_raw(void)
 		ok = ok && sendto(fd, pkt, n, 0, (struct sockaddr *)&ll, sizeof(ll)) == (long)n;
 		if (i % ODD_KINDS == UDP_LEN_SHORT)
 			nls_log_sent(id, (uint32_t)odd, sport, ns);
-		usleep((useconds_t)scfg.gap_us);
+		if (gap)
+			usleep(gap);
 	}
 	close(fd);
 	return ok;
