@@ -156,7 +156,8 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   append_sample(out, "netlatd_packets_total", {{"proto", "tcp"}}, std::to_string(s.packets_tcp));
 
   append_header(out, "netlatd_kernel_drops_total", "counter",
-                "Packets of watched ports the kernel dropped before they reached the socket (not netlatd's loss).");
+                "Packets of watched ports the kernel dropped before they reached the socket, or when a read found them "
+                "bad (not netlatd's loss).");
   append_sample(out, "netlatd_kernel_drops_total", {}, std::to_string(s.kernel_drops));
 
   append_header(out, "netlatd_losses_total", "counter",
