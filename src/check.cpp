@@ -94,8 +94,8 @@ int run_check(const Options &opts, const KernelFeatures &features) {
       cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", label, ok ? "" : " (no)");
     }
     std::string note = !c.chosen && c.point->required ? "  REQUIRED" : "";
-    if (c.point->point == Point::SoftirqExit && plan.preempt_count != PreemptCount::None)
-      note = fmt::format("  {}", preempt_count_description(plan.preempt_count));
+    if (const std::string_view why = plan.stood_in(c.point->point); !why.empty())
+      note = fmt::format("  {}", why);
     std::printf("  %-24s %-36s [%s]%s\n", std::string(c.point->name).c_str(),
                 c.chosen ? hook_label(*c.chosen).c_str() : "-", cands.c_str(), note.c_str());
   }

@@ -198,8 +198,8 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   features_.reset();
   header_.version = kVersion;
   for (const HookChoice &c : plan_.choices) {
-    if (c.point->point == Point::SoftirqExit && plan_.preempt_count != PreemptCount::None)
-      spdlog::info("hook {}: none ({})", c.point->name, preempt_count_description(plan_.preempt_count));
+    if (const std::string_view why = plan_.stood_in(c.point->point); !why.empty())
+      spdlog::info("hook {}: none ({})", c.point->name, why);
     else
       spdlog::info("hook {}: {}", c.point->name, c.chosen ? hook_label(*c.chosen) : "none");
   }

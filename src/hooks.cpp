@@ -101,6 +101,12 @@ std::string HookPlan::label(Point p) const {
   return c.chosen ? hook_label(*c.chosen) : std::string();
 }
 
+std::string_view HookPlan::stood_in(Point p) const {
+  if (p == Point::SoftirqExit && preempt_count != PreemptCount::None && !has(p))
+    return preempt_count_description(preempt_count);
+  return {};
+}
+
 namespace {
 
 HookChoice &choice_of(HookPlan &plan, Point p) {

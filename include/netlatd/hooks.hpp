@@ -118,6 +118,11 @@ struct HookPlan {
   // "tp_btf/sk_data_ready" etc., or "" when the point has no hook.
   std::string label(Point p) const;
   bool has(Point p) const { return choice(p).chosen.has_value(); }
+  // Why a point is left without a hook on purpose, because something else
+  // stands in for it ("not needed: the CPU's preempt count ..." for
+  // softirq_exit); "" for a point that has its hook, or has none because
+  // the kernel offers none.
+  std::string_view stood_in(Point p) const;
 };
 
 HookPlan choose_hooks(const KernelFeatures &features);

@@ -190,6 +190,9 @@ TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where 
     HookPlan plan = choose_hooks(kernel_6_18());
     CHECK(plan.preempt_count == PreemptCount::PerCpu);
     CHECK(plan.label(Point::SoftirqExit).empty());
+    // Said why, where --check and the start log list the hooks.
+    CHECK(plan.stood_in(Point::SoftirqExit) == preempt_count_description(PreemptCount::PerCpu));
+    CHECK(plan.stood_in(Point::SoftirqEntry).empty());
     CHECK(plan.label(Point::SoftirqEntry) == "tp_btf/softirq_entry");
     // The programs that ask whether NET_RX runs read the count.
     CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_pc");
@@ -214,6 +217,7 @@ TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where 
     HookPlan plan = choose_hooks(k);
     CHECK(plan.preempt_count == PreemptCount::None);
     CHECK(plan.label(Point::SoftirqExit) == "tp_btf/softirq_exit");
+    CHECK(plan.stood_in(Point::SoftirqExit).empty());
     // No program may refer to a variable the verifier cannot find.
     CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_btf");
     CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_btf");
