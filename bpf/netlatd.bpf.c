@@ -219,7 +219,7 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 /* The kernel dropped a packet we were following: a datagram before its
  * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it;
  * or a datagram a read took off its socket's queue and dropped. */
-static __always_inline int on_kfree_skb(struct sk_buff *skb)
+static __always_inline int on_kfree_skb(struct sk_buff *skb, bool pc)
 {
 	__u64 key = (__u64)skb;
 	struct cpu_state *cs = this_cpu();
@@ -230,9 +230,9 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb)
 	struct netlatd_stash_entry *e = stash_find(key);
 	if (e && stash_claim(e, key)) {
 		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
-		note_read_drop(skb, false);
+		note_read_drop(skb, false, cs, pc);
 	} else if (!e) {
-		note_read_drop(skb, true);
+		note_read_drop(skb, true, cs, pc);
 	}
 	return 0;
 }
@@ -317,7 +317,10 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_queue_btf, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
 
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb); }
+int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb, false); }
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(drop_skb_pc, struct sk_buff *skb) { return on_kfree_skb(skb, true); }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(waking_typed, struct task_struct *p) { return on_sched_waking(p, true); }

@@ -132,11 +132,18 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
  * then two flags of 0 or 1; a device pointer has all ones there. And the
  * current task must be in a receive system call (a poll's or a FIONREAD's
  * drop at the queue head, or a close's purge, runs in other calls: those
- * are left alone). x86-64 only, like read_bufsize. */
-static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed)
+ * are left alone), and not inside a NET_RX run (`pc`: the program variant
+ * that reads the preempt count, net_rx_running). x86-64 only, like
+ * read_bufsize. */
+static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, bool pc)
 {
 #ifdef __TARGET_ARCH_x86
 	if (!bpf_core_field_exists(skb->dev_scratch))
+		return;
+	/* A datagram the socket refused on arrival (its buffer full) carries
+	 * the scratch too, and a NET_RX run can land on a reader's system
+	 * call: drops inside NET_RX are never a read's. */
+	if (!cs || net_rx_running(cs, pc))
 		return;
 	/* Read as a number: a typed load at skb->dev's offset is its pointer. */
 	__u64 scratch = BPF_CORE_READ(skb, dev_scratch);

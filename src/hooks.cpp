@@ -45,7 +45,10 @@ const std::vector<HookPoint> &hook_points() {
        {{"udp_fail_btf", K::TpBtf, "udp_fail_queue_rcv_skb"}}},
       {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
       {Point::TcpCopied, "tcp_copied", false, {{"tcp_copied_btf", K::TpBtf, "tcp_rcv_space_adjust"}}},
-      {Point::KfreeSkb, "kfree_skb", false, {{"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
+      // drop_skb_pc tells a drop inside NET_RX from a read's by the preempt
+      // count, like the other _pc variants (bpf/udp_read.bpf.h note_read_drop).
+      {Point::KfreeSkb, "kfree_skb", false,
+       {{"drop_skb_pc", K::TpBtf, "kfree_skb", {}, true}, {"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
       // waking_typed walks the socket's wait queue with plain loads through
       // bpf_core_cast (bpf_rdonly_cast, 6.2+); waking_btf with probe reads.
       {Point::SchedWaking, "sched_waking", false,

@@ -197,6 +197,7 @@ TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where 
     // The programs that ask whether NET_RX runs read the count.
     CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_pc");
     CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_pc");
+    CHECK(plan.choice(Point::KfreeSkb).chosen->program == "drop_skb_pc");
     ReportHeader h;
     fill_stage_hooks(h, plan, 2);
     CHECK(h.stages[static_cast<size_t>(Stage::Softirq)].applicable);
@@ -221,6 +222,7 @@ TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where 
     // No program may refer to a variable the verifier cannot find.
     CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_btf");
     CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_btf");
+    CHECK(plan.choice(Point::KfreeSkb).chosen->program == "drop_skb_btf");
   }
   SECTION("PREEMPT_RT (per-task softirq counts): softirq_exit") {
     FakeKernel k = kernel_6_18();
