@@ -190,9 +190,8 @@ static __always_inline bool parse_headers(unsigned char *data, __u16 proto, stru
 /* The NIC IRQ and softirq stamps of this CPU's NET_RX run, for a packet
  * received `now`, and the port's producer note (maps.bpf.h). */
 static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx,
-				    const struct netlatd_watch *w)
+				    const struct netlatd_watch *w, const struct cpu_state *cs)
 {
-	struct cpu_state *cs = this_cpu();
 	__u16 flags = p->flags;
 	rx->irq_before = 0;
 	rx->raise_before = 0;
@@ -231,7 +230,7 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 }
 
 static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx,
-				      const struct netlatd_watch *w)
+				      const struct netlatd_watch *w, const struct cpu_state *cs)
 {
 	__u64 key = (__u64)skb;
 	/* Seen below already (a lower device of this interface): once only. */
@@ -242,13 +241,14 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
 		return;
 	}
-	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w);
+	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w, cs);
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&e->skb, key);
 	COUNT(counters, NETLATD_CNT_MATCHED);
 }
 
-static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w)
+static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w,
+				      const struct cpu_state *cs)
 {
 	if (!p->payload) /* pure ACK, SYN, FIN: nothing for a reader */
 		return;
@@ -262,7 +262,7 @@ static __always_inline void track_tcp(const struct parsed *p, int pidx, const st
 			return;
 	}
 	struct netlatd_tcp_seg v = {};
-	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w);
+	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w, cs);
 	/* A second copy of a segment (a retransmission) while the first is
 	 * still tracked: if the first was queued, TCP drops this one; if not,
 	 * whichever gets queued, its receive stamps may be the other copy's, so
@@ -330,9 +330,9 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb, bool pc)
 	struct cpu_state *cs = this_cpu();
 	p.in_net_rx = cs && net_rx_running(cs, pc);
 	if (p.l4proto == IPPROTO_UDP)
-		track_udp(skb, &p, pidx, w);
+		track_udp(skb, &p, pidx, w, cs);
 	else
-		track_tcp(&p, pidx, w);
+		track_tcp(&p, pidx, w, cs);
 	return 0;
 }
 

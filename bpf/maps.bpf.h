@@ -352,8 +352,9 @@ struct reader_state {
 	__u64 drop_skb[READ_DROPS];
 	__u64 drop_ns[READ_DROPS];    /* when each was freed */
 	__u32 drop_len[READ_DROPS];   /* bytes of UDP payload */
-	__u16 drop_sport[READ_DROPS]; /* host order */
-	__u16 drop_dport[READ_DROPS];
+	/* Host order. The destination port is the read socket's: a call
+	 * frees only what it took off its own socket's queue. */
+	__u16 drop_sport[READ_DROPS];
 	__u32 drop_fd;       /* the call's first argument (x86-64) */
 	__u16 drop_nr;       /* the call's syscall number */
 	__u8 drop_n;         /* noted; 0 = none */

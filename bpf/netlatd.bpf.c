@@ -120,7 +120,7 @@ static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_
 }
 
 
-static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, const struct read_view *v,
+static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
 					struct reader_state *rs, bool typed)
 {
 	struct cpu_state *cs = this_cpu();
@@ -186,12 +186,10 @@ static __always_inline void on_udp_read(struct sock *sk, int ret, int flags, con
 			 * dropped (drops_pending): its slot stands LIVE as if a read
 			 * held it, one more than the reads hold, until that call
 			 * returns (udp_read.bpf.h settle_read_drop). */
-			int dpidx = port_index(sk->__sk_common.skc_num);
-			__u32 pending = dpidx >= 0 ? drops_pending[dpidx & (NETLATD_MAX_PORTS - 1)] : 0;
+			__u32 pending = drops_pending[pidx & (NETLATD_MAX_PORTS - 1)];
 			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & eq_bit(pending, 0), SCRATCH_RECV);
 		} else {
-			int pidx = port_index(sk->__sk_common.skc_num);
-			in.sole = pidx >= 0 && sole_producer(pidx, v->now);
+			in.sole = sole_producer(pidx, v->now);
 		}
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
@@ -243,7 +241,10 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	ARM(ARMED_RECV_RETURN);
 	/* Every receive call on the host passes here: sockets on other ports
 	 * leave before any lookup. */
-	if (!sk || !port_watched(sk->__sk_common.skc_num))
+	if (!sk)
+		return 0;
+	int pidx = port_index(sk->__sk_common.skc_num);
+	if (pidx < 0)
 		return 0;
 	struct reader_state *rs = current_reader(false);
 	/* Before the read's own decision: datagrams this call dropped are
@@ -254,7 +255,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 		struct read_view v;
 		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
 		if (sk->sk_protocol == IPPROTO_UDP)
-			on_udp_read(sk, ret, flags, &v, rs, typed);
+			on_udp_read(sk, pidx, ret, flags, &v, rs, typed);
 		else if (sk->sk_protocol == IPPROTO_TCP)
 			on_tcp_read(sk, ret, rs, &v);
 	}

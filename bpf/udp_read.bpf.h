@@ -184,7 +184,6 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	rs->drop_ns[i] = bpf_ktime_get_ns();
 	rs->drop_len[i] = len;
 	rs->drop_sport[i] = bpf_ntohs(uh.source);
-	rs->drop_dport[i] = bpf_ntohs(uh.dest);
 	rs->drop_fd = (__u32)regs->di;
 	rs->drop_nr = (__u16)nr;
 	rs->drop_n = i + 1;
@@ -246,6 +245,17 @@ static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok
 
 enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED, READ_NONE };
 
+/* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
+ * of live, marked and gone slots kept. Branch-free: settle_on runs it per
+ * drop, where a branch each would double the verifier's walk. Lock held. */
+static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot *s, __u64 done)
+{
+	s->state += (__u8)(done * (__u8)(SLOT_DONE - s->state));
+	st->live -= done & ne_bit(st->live, 0);
+	st->marked -= done & s->marked & ne_bit(st->marked, 0);
+	st->gone -= done & s->gone & ne_bit(st->gone, 0);
+}
+
 /* Hands slot `idx` to the emitter: `ambiguous` for a packet-only record. */
 static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u32 idx,
 				      struct cpu_state *cs, bool ambiguous)
@@ -257,13 +267,7 @@ static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot
 		cs->out_ambiguous[n & (UDP_OUT_MAX - 1)] = ambiguous;
 		cs->n_out = n + 1;
 	}
-	s->state = SLOT_DONE;
-	if (st->live)
-		st->live--;
-	if (s->marked && st->marked)
-		st->marked--;
-	if (s->gone && st->gone)
-		st->gone--;
+	slot_done(st, s, 1);
 }
 
 /* Where the socket's queues stand. */
@@ -628,15 +632,12 @@ static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot 
 		struct udp_slot *s = &slots[idx & mask];
 		__u64 same = eq_bit(s->skb, skb) & gt_bit(rs->drop_ns[d], s->rx.receive_ns) &
 			     eq_bit(s->rx.len, rs->drop_len[d]) &
-			     (s->no_record | (eq_bit(s->rx.sport, rs->drop_sport[d]) & eq_bit(s->rx.dport, rs->drop_dport[d])));
+			     (s->no_record | eq_bit(s->rx.sport, rs->drop_sport[d]));
 		__u64 fits = found & 1 & gt_bit(st->tail - st->head, idx - st->head) & eq_bit(s->state, SLOT_LIVE) &
 			     ((pushed & same) | ((pushed ^ 1) & s->gone));
 		__u64 done = ok & active & fits;
 		ok &= fits | (active ^ 1);
-		s->state += done * (SLOT_DONE - SLOT_LIVE);
-		st->live -= done & ne_bit(st->live, 0);
-		st->marked -= done & s->marked & ne_bit(st->marked, 0);
-		st->gone -= done & s->gone & ne_bit(st->gone, 0);
+		slot_done(st, s, done);
 		settled += done & ne_bit(skb, 0);
 	}
 	advance_head(st, slots, mask);
