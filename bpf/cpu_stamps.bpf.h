@@ -45,6 +45,26 @@ static __always_inline bool net_rx_running(const struct cpu_state *cs, bool pc)
 	return (count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR)) == SOFTIRQ_OFFSET_NR;
 }
 
+/* Whether this runs in a task's own context, serving no softirq of any
+ * vector (RCU's frees a closed UDP socket's queue; NET_RX refuses datagrams
+ * on arrival) and no hard IRQ; `pc` as for net_rx_running. With the preempt
+ * count unreadable where softirq_exit is detached, NET_RX alone is known. */
+static __always_inline bool task_context(const struct cpu_state *cs, bool pc)
+{
+	if (targ_preempt_count == 0)
+		return !cs->in_softirq;
+	if (!pc)
+		return !net_rx_running(cs, false);
+	int count;
+	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
+		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
+	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
+		count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	else
+		return false;
+	return !(count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR));
+}
+
 /* Whether `irq` is one of the interface's lines. */
 static __always_inline bool irq_watched(int irq_signed)
 {
@@ -110,17 +130,18 @@ static __always_inline int on_softirq_raise(unsigned int vec, bool pc)
 
 static __always_inline int on_softirq_entry(unsigned int vec)
 {
-	struct cpu_state *cs;
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
+	if (!targ_preempt_count)
+		cs->in_softirq = 1;
 	if (vec != NET_RX_SOFTIRQ_NR) {
 		/* Without softirq_exit, another vector's entry ends NET_RX's run
 		 * (softirqs run one after another on a CPU). */
-		if (targ_preempt_count && (cs = this_cpu()) && cs->in_net_rx)
+		if (targ_preempt_count && cs->in_net_rx)
 			cs->in_net_rx = 0;
 		return 0;
 	}
-	cs = this_cpu();
-	if (!cs)
-		return 0;
 	/* Nothing raised since the last run (a raise while the run was
 	 * pending from elsewhere): its packets get no IRQ or raise stamp. */
 	cs->run_irq_ts = cs->pend_irq_ts;
@@ -138,10 +159,11 @@ static __always_inline int on_softirq_entry(unsigned int vec)
 
 static __always_inline int on_softirq_exit(unsigned int vec)
 {
-	if (vec != NET_RX_SOFTIRQ_NR)
-		return 0;
 	struct cpu_state *cs = this_cpu();
-	if (cs)
+	if (!cs)
+		return 0;
+	cs->in_softirq = 0;
+	if (vec == NET_RX_SOFTIRQ_NR)
 		cs->in_net_rx = 0;
 	return 0;
 }

@@ -135,7 +135,8 @@ struct cpu_state {
 	__u64 softirq_ts;    /* entry of the current (or last) NET_RX run */
 	__u8 in_net_rx;
 	__u8 in_ksoftirqd;
-	__u8 _pad0[6];
+	__u8 in_softirq;     /* any vector; kept only while softirq_exit is attached */
+	__u8 _pad0[5];
 	/* The last task switched in on this CPU, and when: the task a receive
 	 * call returns in has been on CPU since then. */
 	__u64 oncpu_ts;

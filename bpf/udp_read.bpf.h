@@ -141,9 +141,11 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	if (!bpf_core_field_exists(skb->dev_scratch))
 		return;
 	/* A datagram the socket refused on arrival (its buffer full) carries
-	 * the scratch too, and a NET_RX run can land on a reader's system
-	 * call: drops inside NET_RX are never a read's. */
-	if (!cs || net_rx_running(cs, pc))
+	 * the scratch too, and so do those left queued on a closed socket, freed
+	 * by an RCU callback; softirqs of either kind run on a reader's system
+	 * call (at a bottom half's enable, at an IRQ's exit). A read drops in
+	 * its own task's context. */
+	if (!cs || !task_context(cs, pc))
 		return;
 	/* Read as a number: a typed load at skb->dev's offset is its pointer. */
 	__u64 scratch = BPF_CORE_READ(skb, dev_scratch);

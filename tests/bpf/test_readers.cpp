@@ -98,7 +98,12 @@ TEST_CASE("readers: 16 threads on one UDP socket, IPv4, recvmmsg, equal lengths"
 
 // A new socket at the address of one just closed, 2,000 times: each round's
 // socket reads two datagrams and is closed with a third maybe still queued.
-// No record may carry another socket's datagram or reader.
+// No record may carry another socket's datagram or reader. The third is
+// freed later by an RCU callback, in a softirq that may run on the next
+// socket's read: it is not that read's drop. When it was taken for one (the
+// read-drop settle then found no slot of it and gave the new socket's slots
+// up), runs counted order_lost 2-3, stack_dropped 600-850 and left a third
+// of the reads ambiguous.
 TEST_CASE("readers: 2000 UDP sockets opened and closed at one address", "[bpf][readers][churn]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
@@ -116,6 +121,11 @@ TEST_CASE("readers: 2000 UDP sockets opened and closed at one address", "[bpf][r
   ReaderRun run = run_readers(net, spec);
   report("UDP socket churn", run);
   check_no_wrong_records(run);
+  const auto lost = run.totals.drops.count("order_lost") ? run.totals.drops.at("order_lost") : 0;
+  CHECK(lost == 0);
+  // Most named: the rest are counted (a stash entry reused before its
+  // datagram was joined, a producer mid-batch), 0.1-0.3 % here.
+  CHECK(run.verdict.right >= run.log.reads.size() * 95 / 100);
 }
 
 // Short-lived connections: accepted sockets come and go, and the kernel
