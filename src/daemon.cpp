@@ -255,13 +255,14 @@ void Service::update_metrics_header() {
 }
 
 void Service::on_record(const netlatd_packet &p) {
-  agg_.add(p);
-  metrics_delta_.add(p);
+  const StageDurations d = stage_durations(p);
+  agg_.add(p, d);
+  metrics_delta_.add(p, d);
   if (opts_.outliers_over_ns) {
     // A record without a total (no reader named, or stamps left out because
     // they could be another copy's) is shown only when every record is asked
     // for (--outliers-over 0).
-    auto total = stage_duration(p, Stage::Total);
+    auto total = d[Stage::Total];
     const bool all = *opts_.outliers_over_ns == 0;
     if (all || (total && *total > *opts_.outliers_over_ns)) {
       if (!outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))

@@ -183,7 +183,9 @@ void append_histogram_rows(std::string &out, const Histogram &h) {
 
 // ---------------------------------------------------------------- aggregator
 
-void IntervalAggregator::add(const netlatd_packet &p) {
+void IntervalAggregator::add(const netlatd_packet &p) { add(p, stage_durations(p)); }
+
+void IntervalAggregator::add(const netlatd_packet &p, const StageDurations &d) {
   StageHistograms &series = series_[series_key(by_, p)];
   ++series.packets;
   ++packets_;
@@ -197,13 +199,13 @@ void IntervalAggregator::add(const netlatd_packet &p) {
     ++reader_unknown_;
   // An out-of-order record (a stamp joined to the wrong packet, or clocks of
   // two CPUs disagreeing) would put a made-up duration into some stage.
-  if (!stamps_ordered(p)) {
+  if (!d.ordered) {
     ++unordered_;
     return;
   }
-  for (Stage s : kAllStages)
-    if (auto d = stage_duration(p, s))
-      series.stages[static_cast<size_t>(s)].record(*d);
+  for (size_t i = 0; i < kStageCount; i++)
+    if (d.of[i])
+      series.stages[i].record(*d.of[i]);
   stages_stale_ = true;
 }
 
@@ -377,7 +379,8 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
     j["proto"] = std::to_string(p.l4proto);
   j["family"] = (p.flags & NETLATD_PKT_IPV6) ? "ipv6" : "ipv4";
   j["len"] = p.len;
-  if (auto total = stage_duration(p, Stage::Total))
+  const StageDurations d = stage_durations(p);
+  if (auto total = d[Stage::Total])
     j["total_ns"] = *total;
 
   j["sport"] = p.sport;
@@ -404,8 +407,8 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
 
   Json stages = Json::object();
   for (Stage s : kAllStages)
-    if (auto d = stage_duration(p, s))
-      stages[std::string(stage_name(s))] = *d;
+    if (auto ns = d[s])
+      stages[std::string(stage_name(s))] = *ns;
   j["stages"] = std::move(stages);
 
   j["rx_cpu"] = p.rx_cpu;

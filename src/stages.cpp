@@ -91,41 +91,44 @@ std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept {
   return std::nullopt;
 }
 
-std::optional<uint64_t> stage_duration(const netlatd_packet &p, Stage s) noexcept {
-  const auto ret = stamp(p, NETLATD_STAMP_RECV_RETURN);
-  switch (s) {
-  case Stage::Irq: return span(stamp(p, NETLATD_STAMP_IRQ), stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY));
-  case Stage::Softirq: return span(stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY), stamp(p, NETLATD_STAMP_RECEIVE_SKB));
-  case Stage::NetifReceive: return span(stamp(p, NETLATD_STAMP_RECEIVE_SKB), stamp(p, NETLATD_STAMP_SOCK_QUEUE));
-  case Stage::SockQueue: return span(stamp(p, NETLATD_STAMP_SOCK_QUEUE), read_start(p));
-  case Stage::OnCpu: return span(read_start(p), ret);
-  case Stage::InSocket: return span(stamp(p, NETLATD_STAMP_SOCK_QUEUE), ret);
-  case Stage::Total:
-    for (netlatd_stamp c : kTotalStartCandidates)
-      if (p.stamp_ns[c] != 0)
-        return span(stamp(p, c), ret);
-    return std::nullopt;
-  }
-  return std::nullopt;
-}
-
-bool stamps_ordered(const netlatd_packet &p) noexcept {
+StageDurations stage_durations(const netlatd_packet &p) noexcept {
+  StageDurations d;
+  const auto rs = read_start(p);
+  const auto irq = stamp(p, NETLATD_STAMP_IRQ), entry = stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY),
+             rcv = stamp(p, NETLATD_STAMP_RECEIVE_SKB), queued = stamp(p, NETLATD_STAMP_SOCK_QUEUE),
+             ret = stamp(p, NETLATD_STAMP_RECV_RETURN);
+  auto &of = d.of;
+  of[static_cast<size_t>(Stage::Irq)] = span(irq, entry);
+  of[static_cast<size_t>(Stage::Softirq)] = span(entry, rcv);
+  of[static_cast<size_t>(Stage::NetifReceive)] = span(rcv, queued);
+  of[static_cast<size_t>(Stage::SockQueue)] = span(queued, rs);
+  of[static_cast<size_t>(Stage::OnCpu)] = span(rs, ret);
+  of[static_cast<size_t>(Stage::InSocket)] = span(queued, ret);
+  for (netlatd_stamp c : kTotalStartCandidates)
+    if (p.stamp_ns[c] != 0) {
+      of[static_cast<size_t>(Stage::Total)] = span(stamp(p, c), ret);
+      break;
+    }
   const std::array<std::optional<uint64_t>, 10> path{
-      stamp(p, NETLATD_STAMP_IRQ),         stamp(p, NETLATD_STAMP_SOFTIRQ_RAISE),
-      stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY), stamp(p, NETLATD_STAMP_RECEIVE_SKB),
-      stamp(p, NETLATD_STAMP_SOCK_QUEUE),  stamp(p, NETLATD_STAMP_WAKEUP),
-      read_start(p),                       stamp(p, NETLATD_STAMP_COPY),
-      stamp(p, NETLATD_STAMP_RECV_RETURN), stamp(p, NETLATD_STAMP_SYSCALL_EXIT)};
+      irq,    stamp(p, NETLATD_STAMP_SOFTIRQ_RAISE), entry, rcv, queued, stamp(p, NETLATD_STAMP_WAKEUP),
+      rs,     stamp(p, NETLATD_STAMP_COPY),          ret,   stamp(p, NETLATD_STAMP_SYSCALL_EXIT)};
   uint64_t latest = 0;
+  d.ordered = true;
   for (const auto &t : path) {
     if (!t)
       continue;
-    if (*t < latest)
-      return false;
+    if (*t < latest) {
+      d.ordered = false;
+      break;
+    }
     latest = *t;
   }
-  return true;
+  return d;
 }
+
+std::optional<uint64_t> stage_duration(const netlatd_packet &p, Stage s) noexcept { return stage_durations(p)[s]; }
+
+bool stamps_ordered(const netlatd_packet &p) noexcept { return stage_durations(p).ordered; }
 
 std::string_view stamp_name(netlatd_stamp s) noexcept {
   switch (s) {

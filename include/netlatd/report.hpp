@@ -49,6 +49,7 @@ public:
   // Records every stage whose duration is known. A series' first record
   // allocates it (not noexcept, unlike the totals).
   void add(const netlatd_packet &p);
+  void add(const netlatd_packet &p, const StageDurations &d);  // d: stage_durations(p)
   void reset() noexcept;  // keeps the series it has, emptied
   // Another split from the next record on; drops the series.
   void set_breakdown(BreakdownSpec by);

@@ -236,3 +236,4 @@ TEST_CASE("stamps_ordered skips missing stamps and catches any inversion", "[sta
   p.stamp_ns[NETLATD_STAMP_IRQ] = 1'000;
   REQUIRE_FALSE(stamps_ordered(p));
 }
+
