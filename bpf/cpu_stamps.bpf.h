@@ -18,6 +18,20 @@ extern const struct pcpu_hot___netlatd pcpu_hot __ksym __weak;
 #define SOFTIRQ_OFFSET_NR 0x100        /* a softirq is being served */
 #define HARDIRQ_NMI_MASK_NR 0xff0000   /* in a hard IRQ or an NMI */
 
+/* This CPU's preempt count, where the plan found it (HookPlan::
+ * preempt_count); false where it cannot be read. For the `pc` variants only:
+ * the variable's address is resolved when the program loads. */
+static __always_inline bool preempt_count_now(int *count)
+{
+	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
+		*count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
+	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
+		*count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
+	else
+		return false;
+	return true;
+}
+
 /* Whether this CPU is inside a NET_RX run now. softirq_entry sets in_net_rx
  * for NET_RX and clears it for every other vector; what ends a run is
  * softirq_exit where it is attached, else the preempt count: NET_RX is
@@ -36,11 +50,7 @@ static __always_inline bool net_rx_running(const struct cpu_state *cs, bool pc)
 	if (!pc || targ_preempt_count == 0)
 		return true;
 	int count;
-	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
-		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
-	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
-		count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
-	else
+	if (!preempt_count_now(&count))
 		return false;
 	return (count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR)) == SOFTIRQ_OFFSET_NR;
 }
@@ -56,11 +66,7 @@ static __always_inline bool task_context(const struct cpu_state *cs, bool pc)
 	if (!pc)
 		return !net_rx_running(cs, false);
 	int count;
-	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
-		count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
-	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
-		count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
-	else
+	if (!preempt_count_now(&count))
 		return false;
 	return !(count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR));
 }
