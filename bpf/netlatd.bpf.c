@@ -185,9 +185,12 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 			/* And no call in flight holds a datagram of the port it
 			 * dropped (drops_pending): its slot stands LIVE as if a read
 			 * held it, one more than the reads hold, until that call
-			 * returns (udp_read.bpf.h settle_read_drop). */
-			__u32 pending = drops_pending[pidx & (NETLATD_MAX_PORTS - 1)];
-			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & eq_bit(pending, 0), SCRATCH_RECV);
+			 * returns (udp_read.bpf.h settle_read_drop); nor a FIONREAD
+			 * one, until the task's next read (fionread_pending). */
+			__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+			__u64 none_held = eq_bit(drops_pending[p], 0) &
+				     (eq_bit(fionread_pending[p], 0) | gt_bit(v->now, fionread_last_ns[p] + FIONREAD_HOLD_NS));
+			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
 		} else {
 			in.sole = sole_producer(pidx, v->now);
 		}

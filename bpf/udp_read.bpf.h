@@ -115,6 +115,8 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
 #endif
 }
 
+#define SYSCALL_IOCTL 16 /* x86-64 */
+
 /* A datagram freed by kfree_skb: one a UDP socket queued and a read then
  * dropped is kept in the reading task's state until that call returns
  * (settle_read_drop). udp_recvmsg takes the head datagram off the queue,
@@ -130,11 +132,10 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
  * What says the skb was queued by UDP: __udp_enqueue_schedule_skb wrote its
  * scratch (udp_set_dev_scratch, 64-bit kernels) over skb->dev: the length,
  * then two flags of 0 or 1; a device pointer has all ones there. And the
- * current task must be in a receive system call (a poll's or a FIONREAD's
- * drop at the queue head, or a close's purge, runs in other calls: those
- * are left alone), and not inside a NET_RX run (`pc`: the program variant
- * that reads the preempt count, net_rx_running). x86-64 only, like
- * read_bufsize. */
+ * current task must be in a receive system call or a FIONREAD (a poll's
+ * drop at the queue head, whose socket is not known, is left alone), in its
+ * own context (task_context; `pc`: the program variant that reads the
+ * preempt count). x86-64 only, like read_bufsize. */
 static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, bool pc)
 {
 #ifdef __TARGET_ARCH_x86
@@ -167,15 +168,27 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	if (!regs)
 		return;
 	long nr = regs->orig_ax;
+	/* ioctl(FIONREAD) (SIOCINQ) drops bad datagrams at the queue's head
+	 * too (first_packet_length): settled at the task's next read of the
+	 * same descriptor, the way an application asks before it reads, and
+	 * until then held in fionread_pending, not drops_pending. */
+	bool fionread = nr == SYSCALL_IOCTL && (__u32)regs->si == 0x541B /* FIONREAD */;
 	if (nr != 0 /* read */ && nr != 19 /* readv */ && nr != 45 /* recvfrom */ && nr != 47 /* recvmsg */ &&
-	    nr != 299 /* recvmmsg */)
+	    nr != 299 /* recvmmsg */ && !fionread)
 		return;
 	struct reader_state *rs = current_reader(true);
 	if (!rs)
 		return;
 	if (!rs->drop_port) {
-		__sync_fetch_and_add(&drops_pending[pidx & (NETLATD_MAX_PORTS - 1)], 1);
+		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+		if (fionread) {
+			fionread_last_ns[p] = bpf_ktime_get_ns();
+			__sync_fetch_and_add(&fionread_pending[p], 1);
+		} else {
+			__sync_fetch_and_add(&drops_pending[p], 1);
+		}
 		rs->drop_port = (__u8)(pidx + 1);
+		rs->drop_fionread = fionread;
 	}
 	__u32 i = rs->drop_n;
 	if (i >= READ_DROPS) {
@@ -193,13 +206,14 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 }
 
 /* Whether the current call is the one a noted drop was in: the same system
- * call on the same descriptor. A drop noted in an earlier call whose return
- * the task did not pass on a watched socket is not this call's. */
+ * call on the same descriptor, or the first read of the descriptor after a
+ * FIONREAD that dropped. A drop noted in an earlier call whose return the
+ * task did not pass on a watched socket is not this call's. */
 static __always_inline bool drop_in_this_call(const struct reader_state *rs)
 {
 #ifdef __TARGET_ARCH_x86
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
-	return regs && regs->orig_ax == rs->drop_nr && (__u32)regs->di == rs->drop_fd;
+	return regs && (regs->orig_ax == rs->drop_nr || rs->drop_nr == SYSCALL_IOCTL) && (__u32)regs->di == rs->drop_fd;
 #else
 	return false;
 #endif
@@ -687,9 +701,12 @@ static __always_inline void settle_read_drop(struct sock *sk, struct reader_stat
 	else if (r < 0)
 		COUNT(drops, NETLATD_DROP_ORDER_LOST);
 out:
-	if (rs->drop_port)
-		__sync_fetch_and_sub(&drops_pending[(rs->drop_port - 1) & (NETLATD_MAX_PORTS - 1)], 1);
+	if (rs->drop_port) {
+		__u32 p = (rs->drop_port - 1) & (NETLATD_MAX_PORTS - 1);
+		__sync_fetch_and_sub(rs->drop_fionread ? &fionread_pending[p] : &drops_pending[p], 1);
+	}
 	rs->drop_port = 0;
+	rs->drop_fionread = 0;
 	rs->drop_n = 0;
 	rs->drop_more = 0;
 }

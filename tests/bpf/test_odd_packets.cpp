@@ -217,7 +217,9 @@ namespace {
 // `threads` > 1: that many reader threads, the datagrams all of one length,
 // each from its own source port, in bursts of 8 pairs: many reads in flight
 // when one of them drops a datagram.
-void run_crafted(const std::string &kinds, int threads = 1) {
+// `reader_extra`, `port`: more nlreaders options, and a port of the case's own.
+void run_crafted(const std::string &kinds, int threads = 1, const std::vector<std::string> &reader_extra = {},
+                 uint16_t port = 0) {
   if (!have_ethtool())
     SKIP("ethtool is not installed (scripts/install-deps.sh)");
   {
@@ -234,9 +236,10 @@ void run_crafted(const std::string &kinds, int threads = 1) {
       const bool equal = threads > 1;
       OddCase c{"bad checksums and lengths, kinds " + kinds + ", " + std::to_string(threads) + " thread(s)", 4,
                 "recvfrom", {}, 1500, 200, good, 1,
-                static_cast<uint16_t>(equal ? 5454 : kinds == "0" ? 5448 : 5453)};
+                static_cast<uint16_t>(port ? port : equal ? 5454 : kinds == "0" ? 5448 : 5453)};
       if (equal)
         c.reader_extra = {"--threads", std::to_string(threads)};
+      c.reader_extra.insert(c.reader_extra.end(), reader_extra.begin(), reader_extra.end());
       OddExtras x;
       x.extra_reads = static_cast<size_t>(trimmed);
       x.setup = [&](VethNamespaces &net, ReaderRunSpec &spec) {
@@ -313,6 +316,23 @@ TEST_CASE("odd packets: UDP datagrams whose bad checksum the read finds", "[bpf]
 // read in flight's for the dropped one.
 TEST_CASE("odd packets: bad checksums the reads find, 4 threads, equal lengths", "[bpf][odd][readers]") {
   run_crafted("0", 4);
+}
+
+// The same, the reader asking ioctl(FIONREAD) before each read after a
+// backlog has built up: the ioctl (first_packet_length) drops the bad
+// datagrams at the queue's head, and the read that follows is the one to
+// settle their slots (bpf/udp_read.bpf.h note_read_drop). Before, their slots
+// stayed LIVE: fewer drops counted, reads ambiguous.
+TEST_CASE("odd packets: bad checksums dropped by FIONREAD before each read", "[bpf][odd]") {
+  run_crafted("0", 1, {"--fionread", "--delay-ms", "40"}, 5456);
+}
+
+// And four threads, each asking FIONREAD before its reads: while one
+// thread's drop waits for its next read, the others' reads go on (the
+// dropped datagram's slot must be neither taken for theirs nor written out
+// as read).
+TEST_CASE("odd packets: bad checksums dropped by FIONREAD, 4 threads", "[bpf][odd]") {
+  run_crafted("0", 4, {"--fionread"}, 5457);
 }
 
 // A VLAN (id 100) over the veth on both sides, the datagrams sent over it,

@@ -17,6 +17,8 @@
  *       logged: it consumes nothing). [--trunc-to B] (recv, recvfrom,
  *       recvmsg): a buffer of B bytes and MSG_TRUNC, so the call returns the
  *       datagram's whole length while copying B bytes; logged with that length.
+ *       [--fionread]: each call is preceded by ioctl(FIONREAD), which drops
+ *       datagrams with bad checksums at the queue's head, as a read would.
  *       [--held-threads K]: the first K threads are named NLR_HELD_COMM, whose
  *       reads a test BPF program holds (tests/bpf/hold_read.bpf.c).
  *       A zero-length datagram is logged (len 0, id -1) where the call gives
@@ -63,7 +65,8 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", NULL};
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread",
+	NULL};
 
 static void on_term(int sig)
 {
@@ -91,6 +94,7 @@ static void configure(int argc, char **argv)
 	cfg.vlen = (int)nl_opt_long(o, n, "vlen", 8);
 	cfg.epoll = nl_opt_flag(o, n, "epoll");
 	cfg.peek = nl_opt_flag(o, n, "peek");
+	cfg.fionread = nl_opt_flag(o, n, "fionread");
 	cfg.trunc_to = nl_opt_long(o, n, "trunc-to", 0);
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
 	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -54,6 +55,11 @@ static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 	size_t room = cfg.trunc_to ? (size_t)cfg.trunc_to : NLR_BUF;
 	int flags = cfg.trunc_to ? MSG_TRUNC : 0;
 	b->iov[0].iov_len = room;
+	if (cfg.fionread) {
+		int queued;
+		if (ioctl(fd, FIONREAD, &queued) < 0)
+			return -1;
+	}
 	if (cfg.peek) {
 		/* The same call, looking only: the datagram stays queued for the next. */
 		switch (cfg.call) {
