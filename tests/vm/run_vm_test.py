@@ -29,8 +29,8 @@ import time
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
-from vm_judge import (Verdict, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd, judge_receiver,
-                      judge_stacked, phase_lines, section)
+from vm_judge import (Verdict, judge_badcsum, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd,
+                      judge_receiver, judge_stacked, phase_lines, section)
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
@@ -46,13 +46,13 @@ ALL_PHASES = ("bare", "e2e", "reader_first")
 TCG = os.environ.get("NETLATD_VM_TCG", "tcg,thread=single")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns")),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns", "reuse")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -138,6 +138,9 @@ PHASES = {
     "stacked": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines), True),
     # The same in a namespace of its own, netlatd outside it with --netns.
     "stacked_netns": Phase(None, lambda v, lines, sent, ctx: judge_stacked(v, lines, netns=True), True),
+    # Bad UDP checksums among good datagrams over a veth in the guest, found
+    # by the reads; the guest makes the traffic.
+    "badcsum": Phase(None, lambda v, lines, sent, ctx: judge_badcsum(v, lines, ctx.args.netlatd_args), True),
     # e2e with each read held after the kernel freed its skb (stall.bpf.c),
     # while the next datagram arrives on the same CPU: it usually gets the
     # freed skb's address before the read returns (docs/JOIN.md).

@@ -347,3 +347,56 @@ def judge_stacked(v, lines, netns=False):
     v.check(records_by_iface == want, f"timelines per interface {records_by_iface} == {want}")
     want_lens = {iface: {size} for _, size, iface in STACKED.values() if iface}
     v.check(lens_by_iface == want_lens, f"their lengths per interface {lens_by_iface} == {want_lens}")
+
+
+# phase_badcsum in guest-init.sh: datagrams sent, every how many one has a
+# bad checksum, and datagram i's length.
+BADCSUM_SENT, BADCSUM_EVERY = 89, 3
+
+
+def badcsum_len(i):
+    return 40 + (i * 37) % 101
+
+
+def udp_snmp(lines, name):
+    """The Udp row of /proc/net/snmp a marker holds, as {field: value}."""
+    words = (marker(lines, name) or "").split()
+    half = len(words) // 2
+    if half < 2 or words[0] != "Udp:" or words[half] != "Udp:":
+        return {}
+    return dict(zip(words[1:half], (int(x) for x in words[half + 1:])))
+
+
+def judge_badcsum(v, lines, netlatd_args):
+    """Bad checksums among good datagrams, found by the reads: nlrx reads
+    every good one, the kernel counts every bad one, and netlatd names every
+    good read (its record of the datagram read, in order) and counts every
+    bad one as stack_dropped, with no record of it."""
+    setup = marker(lines, "BADCSUM-SETUP")
+    v.check(setup is not None and setup.startswith("ok"), f"the guest made the veth, checksum offload off ({setup})")
+    bad = [i for i in range(BADCSUM_SENT) if i % BADCSUM_EVERY == BADCSUM_EVERY - 1]
+    good_lens = [badcsum_len(i) for i in range(BADCSUM_SENT) if i not in bad]
+    sent = next((l for l in lines if l.startswith("nlrx: sent ") and "bad checksum" in l), None)
+    v.check(sent is not None and sent.startswith(f"nlrx: sent {BADCSUM_SENT} of {BADCSUM_SENT} ({len(bad)} with"),
+            f"the peer sent {BADCSUM_SENT} datagrams, {len(bad)} with a bad checksum ({sent})")
+    before, after = udp_snmp(lines, "BADCSUM-SNMP-BEFORE"), udp_snmp(lines, "BADCSUM-SNMP-AFTER")
+    csum = after.get("InCsumErrors", -1) - before.get("InCsumErrors", 0)
+    v.check(csum == len(bad), f"the kernel dropped {csum} datagrams for their checksum (Udp InCsumErrors), of {len(bad)}")
+    got = judge_receiver(v, lines, (len(good_lens), 0))
+    read_lens = [r[0] for r in got["udp_reads"]]
+    v.check(read_lens == good_lens, f"nlrx read the good datagrams, in order ({len(read_lens)} of {len(good_lens)})")
+    exit_line = marker(lines, "NETLATD-EXIT")
+    v.check(exit_line == "rc=0", f"netlatd exited 0 after SIGTERM ({exit_line})")
+    records = json_records(v, lines)
+    intervals = [r for r in records if r.get("type") == "interval"]
+    timelines = [r for r in records if r.get("type") == "outlier"]
+    packets, udp = (sum(r.get(k, 0) for r in intervals) for k in ("packets", "udp"))
+    drops = sum_over(intervals, "drops")
+    log(f"netlatd: packets={packets} udp={udp}; drops: {drops}")
+    v.check(packets == udp == len(good_lens), f"netlatd counted {packets} packets, {udp} UDP: the good ones only")
+    v.check(drops.get("stack_dropped", 0) == len(bad),
+            f"netlatd counted {drops.get('stack_dropped', 0)} stack_dropped, the {len(bad)} bad datagrams")
+    counts, _, _ = stage_summary(intervals)
+    for name in EXACT_STAGES:
+        v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
+    judge_timelines(v, netlatd_args, timelines, got, packets, drops, 0)
