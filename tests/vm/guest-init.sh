@@ -242,8 +242,8 @@ phase_stacked_netns() {
 
 # Datagrams with a wrong UDP checksum among good ones, over a veth from a
 # peer namespace, the receiving end's checksum offload off: UDP queues each
-# unchecked, and the read finds a bad one, drops it and takes the next
-# (udp_recvmsg). netlatd must name every good one's read and count each bad
+# unchecked (but for those of at most 76 bytes, checked on arrival), and the
+# read finds a bad one, drops it and takes the next (udp_recvmsg). netlatd must name every good one's read and count each bad
 # one as stack_dropped, never a record (docs/JOIN.md, "Datagrams a read
 # drops"); on these kernels reads are joined by the datagram the kernel
 # names (fentry), not by queue order as on the build machine.
