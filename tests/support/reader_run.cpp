@@ -16,6 +16,8 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   for (const std::string &f : every_record_flags())
     flags.push_back(f);
   auto nl = start_netlatd(net, flags);
+  if (spec.before_reader)
+    spec.before_reader();
   std::vector<std::string> reader_args = spec.reader_args, sender_args = spec.sender_args;
   reader_args.insert(reader_args.end(), {"--port", port});
   sender_args.insert(sender_args.end(), {"--port", port});

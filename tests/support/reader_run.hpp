@@ -4,6 +4,7 @@
 // (nlsenders) in the tx namespace, and the verdict on every record.
 #include <chrono>
 #include <map>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@ struct ReaderRunSpec {
   bool reads_known = true;               // false: a TCP stream, reads as they come
   int family = 4;                        // of the warm-up datagram
   std::string to;                        // the reader's address, for the warm-up
+  std::function<void()> before_reader;   // once netlatd is ready, before the reader starts
 };
 
 struct ReaderRun {
