@@ -361,7 +361,7 @@ struct reader_state {
 	__u8 drop_n;         /* noted; 0 = none */
 	__u8 drop_more;      /* more were dropped than can be kept */
 	__u8 drop_port;      /* index of the port in drops_pending, plus one */
-	__u8 drop_fionread;  /* drop_port counts in fionread_pending instead */
+	__u8 drop_asked;     /* drop_port counts in asks_pending instead */
 	__u8 _pad3[2];
 };
 
@@ -424,12 +424,13 @@ static __always_inline bool port_watched(__u16 port) { return port_index(port) >
  * if a read held it, and a retirement that counts LIVE and marked slots
  * against the reads that owe one could write it out. */
 __u32 drops_pending[NETLATD_MAX_PORTS];
-/* The same for ioctl(FIONREAD), whose drops wait for the task's next read:
- * one that never reads again would hold the port uncertain for good, so a
- * count stands only within FIONREAD_HOLD_NS of the port's last such drop. */
-__u32 fionread_pending[NETLATD_MAX_PORTS];
-__u64 fionread_last_ns[NETLATD_MAX_PORTS];
-#define FIONREAD_HOLD_NS 1000000000ULL
+/* The same for calls that ask what is readable (FIONREAD, a poll), whose
+ * drops wait for the task's next read: one that never reads again would hold
+ * the port uncertain for good, so a count stands only within ASK_HOLD_NS of
+ * the port's last such drop. */
+__u32 asks_pending[NETLATD_MAX_PORTS];
+__u64 asks_last_ns[NETLATD_MAX_PORTS];
+#define ASK_HOLD_NS 1000000000ULL
 
 /* Which CPUs receive a watched port's packets. While one CPU alone does,
  * datagrams are pushed in the order they were queued (udp_read.bpf.h relies

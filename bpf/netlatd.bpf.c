@@ -185,11 +185,11 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 			/* And no call in flight holds a datagram of the port it
 			 * dropped (drops_pending): its slot stands LIVE as if a read
 			 * held it, one more than the reads hold, until that call
-			 * returns (udp_read.bpf.h settle_read_drop); nor a FIONREAD
-			 * one, until the task's next read (fionread_pending). */
+			 * returns (udp_read.bpf.h settle_read_drop); nor a FIONREAD's
+			 * or a poll's, until the task's next read (asks_pending). */
 			__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
 			__u64 none_held = eq_bit(drops_pending[p], 0) &
-				     (eq_bit(fionread_pending[p], 0) | gt_bit(v->now, fionread_last_ns[p] + FIONREAD_HOLD_NS));
+				     (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
 			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
 		} else {
 			in.sole = sole_producer(pidx, v->now);
@@ -253,7 +253,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	/* Before the read's own decision: datagrams this call dropped are
 	 * not candidates of it, nor of any later read. */
 	if (rs && rs->drop_n)
-		settle_read_drop(sk, rs);
+		settle_read_drop(sk, rs, pidx);
 	if (ret >= 0 && !(flags & MSG_PEEK_FLAG)) {
 		struct read_view v;
 		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);

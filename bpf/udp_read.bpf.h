@@ -116,6 +116,7 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
 }
 
 #define SYSCALL_IOCTL 16 /* x86-64 */
+#define SYSCALL_POLL 7   /* and every call that polls, for a noted drop */
 
 /* A datagram freed by kfree_skb: one a UDP socket queued and a read then
  * dropped is kept in the reading task's state until that call returns
@@ -132,9 +133,8 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
  * What says the skb was queued by UDP: __udp_enqueue_schedule_skb wrote its
  * scratch (udp_set_dev_scratch, 64-bit kernels) over skb->dev: the length,
  * then two flags of 0 or 1; a device pointer has all ones there. And the
- * current task must be in a receive system call or a FIONREAD (a poll's
- * drop at the queue head, whose socket is not known, is left alone), in its
- * own context (task_context; `pc`: the program variant that reads the
+ * current task must be in a receive system call, a FIONREAD or a poll, in
+ * its own context (task_context; `pc`: the program variant that reads the
  * preempt count). x86-64 only, like read_bufsize. */
 static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, bool pc)
 {
@@ -168,27 +168,34 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	if (!regs)
 		return;
 	long nr = regs->orig_ax;
-	/* ioctl(FIONREAD) (SIOCINQ) drops bad datagrams at the queue's head
-	 * too (first_packet_length): settled at the task's next read of the
-	 * same descriptor, the way an application asks before it reads, and
-	 * until then held in fionread_pending, not drops_pending. */
+	/* A call that asks what is readable drops bad datagrams at the
+	 * queue's head too (first_packet_length): ioctl(FIONREAD) (SIOCINQ) on
+	 * any socket, and a poll of a blocking one (udp_poll; select and epoll
+	 * ask the same way). Settled at the task's next read, the way an
+	 * application asks before it reads: of the same descriptor after a
+	 * FIONREAD, of any socket of the port after a poll (which names none);
+	 * held until then in asks_pending, not drops_pending. */
 	bool fionread = nr == SYSCALL_IOCTL && (__u32)regs->si == 0x541B /* FIONREAD */;
+	bool polled = nr == SYSCALL_POLL || nr == 23 /* select */ || nr == 232 /* epoll_wait */ ||
+		      nr == 270 /* pselect6 */ || nr == 271 /* ppoll */ || nr == 281 /* epoll_pwait */ ||
+		      nr == 441 /* epoll_pwait2 */;
+	bool asked = fionread | polled;
 	if (nr != 0 /* read */ && nr != 19 /* readv */ && nr != 45 /* recvfrom */ && nr != 47 /* recvmsg */ &&
-	    nr != 299 /* recvmmsg */ && !fionread)
+	    nr != 299 /* recvmmsg */ && !asked)
 		return;
 	struct reader_state *rs = current_reader(true);
 	if (!rs)
 		return;
 	if (!rs->drop_port) {
 		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
-		if (fionread) {
-			fionread_last_ns[p] = bpf_ktime_get_ns();
-			__sync_fetch_and_add(&fionread_pending[p], 1);
+		if (asked) {
+			asks_last_ns[p] = bpf_ktime_get_ns();
+			__sync_fetch_and_add(&asks_pending[p], 1);
 		} else {
 			__sync_fetch_and_add(&drops_pending[p], 1);
 		}
 		rs->drop_port = (__u8)(pidx + 1);
-		rs->drop_fionread = fionread;
+		rs->drop_asked = asked;
 	}
 	__u32 i = rs->drop_n;
 	if (i >= READ_DROPS) {
@@ -200,18 +207,21 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	rs->drop_len[i] = len;
 	rs->drop_sport[i] = bpf_ntohs(uh.source);
 	rs->drop_fd = (__u32)regs->di;
-	rs->drop_nr = (__u16)nr;
+	rs->drop_nr = polled ? SYSCALL_POLL : (__u16)nr;
 	rs->drop_n = i + 1;
 #endif
 }
 
-/* Whether the current call is the one a noted drop was in: the same system
- * call on the same descriptor, or the first read of the descriptor after a
- * FIONREAD that dropped. A drop noted in an earlier call whose return the
- * task did not pass on a watched socket is not this call's. */
-static __always_inline bool drop_in_this_call(const struct reader_state *rs)
+/* Whether the current call (a read on a socket of port `pidx`) is the one a
+ * noted drop was in: the same system call on the same descriptor; or the
+ * first read of the descriptor after a FIONREAD that dropped, of the port
+ * after a poll. A drop noted in an earlier call whose return the task did
+ * not pass on a watched socket is not this call's. */
+static __always_inline bool drop_in_this_call(const struct reader_state *rs, int pidx)
 {
 #ifdef __TARGET_ARCH_x86
+	if (rs->drop_nr == SYSCALL_POLL)
+		return rs->drop_port == pidx + 1;
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	return regs && (regs->orig_ax == rs->drop_nr || rs->drop_nr == SYSCALL_IOCTL) && (__u32)regs->di == rs->drop_fd;
 #else
@@ -672,9 +682,9 @@ static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot 
  * dropped datagram's slot LIVE meanwhile, and a retirement could write it
  * out as a packet-only record of a datagram no read returned (seen with four
  * threads, tests/bpf/test_odd_packets.cpp). */
-static __always_inline void settle_read_drop(struct sock *sk, struct reader_state *rs)
+static __always_inline void settle_read_drop(struct sock *sk, struct reader_state *rs, int pidx)
 {
-	if (sk->sk_protocol != IPPROTO_UDP || !drop_in_this_call(rs))
+	if (sk->sk_protocol != IPPROTO_UDP || !drop_in_this_call(rs, pidx))
 		goto out;
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
 	if (!st)
@@ -703,10 +713,10 @@ static __always_inline void settle_read_drop(struct sock *sk, struct reader_stat
 out:
 	if (rs->drop_port) {
 		__u32 p = (rs->drop_port - 1) & (NETLATD_MAX_PORTS - 1);
-		__sync_fetch_and_sub(rs->drop_fionread ? &fionread_pending[p] : &drops_pending[p], 1);
+		__sync_fetch_and_sub(rs->drop_asked ? &asks_pending[p] : &drops_pending[p], 1);
 	}
 	rs->drop_port = 0;
-	rs->drop_fionread = 0;
+	rs->drop_asked = 0;
 	rs->drop_n = 0;
 	rs->drop_more = 0;
 }

@@ -335,10 +335,23 @@ TEST_CASE("odd packets: bad checksums dropped by FIONREAD, 4 threads", "[bpf][od
   run_crafted("0", 4, {"--fionread"}, 5457);
 }
 
+// The same with a poll() of the (blocking) socket before each read: udp_poll
+// drops bad datagrams at the head the way FIONREAD does, in a call that
+// names no socket; the next read of the port settles them.
+TEST_CASE("odd packets: bad checksums dropped by a poll before each read", "[bpf][odd]") {
+  run_crafted("0", 1, {"--poll", "--delay-ms", "40"}, 5459);
+}
+
+// And four threads polling the one socket: a poll in one thread drops what
+// another's read might have taken, and is settled at its own next read.
+TEST_CASE("odd packets: bad checksums dropped by polls, 4 threads", "[bpf][odd]") {
+  run_crafted("0", 4, {"--poll"}, 5460);
+}
+
 // A task that asks FIONREAD, which drops the bad datagrams at its socket's
 // head, and then never reads: it exits. Its drop waits for a read that never
 // comes, and while it waits no read of the port is certain; that holds for
-// 1 s after the drop (bpf/maps.bpf.h fionread_pending), not for good. A
+// 1 s after the drop (bpf/maps.bpf.h asks_pending), not for good. A
 // reader that starts 1.5 s later on the same port has its reads named.
 TEST_CASE("odd packets: a FIONREAD drop whose task never reads holds the port for 1 s only", "[bpf][odd]") {
   if (!have_ethtool())

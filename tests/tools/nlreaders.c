@@ -19,6 +19,8 @@
  *       datagram's whole length while copying B bytes; logged with that length.
  *       [--fionread]: each call is preceded by ioctl(FIONREAD), which drops
  *       datagrams with bad checksums at the queue's head, as a read would.
+ *       [--poll]: each call is preceded by a poll() of the (blocking) socket
+ *       until it is readable, which drops them the same way.
  *       [--held-threads K]: the first K threads are named NLR_HELD_COMM, whose
  *       reads a test BPF program holds (tests/bpf/hold_read.bpf.c).
  *       A zero-length datagram is logged (len 0, id -1) where the call gives
@@ -65,7 +67,7 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread",
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread", "poll",
 	NULL};
 
 static void on_term(int sig)
@@ -95,6 +97,7 @@ static void configure(int argc, char **argv)
 	cfg.epoll = nl_opt_flag(o, n, "epoll");
 	cfg.peek = nl_opt_flag(o, n, "peek");
 	cfg.fionread = nl_opt_flag(o, n, "fionread");
+	cfg.poll = nl_opt_flag(o, n, "poll");
 	cfg.trunc_to = nl_opt_long(o, n, "trunc-to", 0);
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
 	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);

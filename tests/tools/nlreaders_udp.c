@@ -55,6 +55,13 @@ static int receive_once(struct nlr_worker *w, struct udp_bufs *b, int fd)
 	size_t room = cfg.trunc_to ? (size_t)cfg.trunc_to : NLR_BUF;
 	int flags = cfg.trunc_to ? MSG_TRUNC : 0;
 	b->iov[0].iov_len = room;
+	if (cfg.poll) {
+		/* Until readable: udp_poll skips datagrams a read would drop. A
+		 * shut-down socket is readable (the end of the run). */
+		struct pollfd p = {.fd = fd, .events = POLLIN};
+		while (poll(&p, 1, 1000) == 0 && !atomic_load(&nlr_stop))
+			;
+	}
 	if (cfg.fionread) {
 		int queued;
 		if (ioctl(fd, FIONREAD, &queued) < 0)
