@@ -186,14 +186,11 @@ static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, con
 	struct reader_state *rs = current_reader(true);
 	if (!rs)
 		return;
+	__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+	if (asked)
+		asks_last_ns[p] = bpf_ktime_get_ns(); /* every one: the hold runs from the last */
 	if (!rs->drop_port) {
-		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
-		if (asked) {
-			asks_last_ns[p] = bpf_ktime_get_ns();
-			__sync_fetch_and_add(&asks_pending[p], 1);
-		} else {
-			__sync_fetch_and_add(&drops_pending[p], 1);
-		}
+		__sync_fetch_and_add(asked ? &asks_pending[p] : &drops_pending[p], 1);
 		rs->drop_port = (__u8)(pidx + 1);
 		rs->drop_asked = asked;
 	}
