@@ -268,7 +268,7 @@ void Service::on_record(const netlatd_packet &p) {
       if (!outlier_limit_.take(clock_ns(CLOCK_MONOTONIC)))
         outliers_suppressed_++;
       else if (!sink_->drop_if_full())  // a stalled consumer's full queue: counted as dropped, not made
-        sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns));
+        sink_->write(format_outlier_json_line(header_, p, mono_to_real_.offset_ns, d));
     }
   }
 }

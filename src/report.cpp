@@ -336,6 +336,11 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r) {
 
 std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
                                      int64_t mono_to_realtime_ns) {
+  return format_outlier_json_line(h, p, mono_to_realtime_ns, stage_durations(p));
+}
+
+std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
+                                     int64_t mono_to_realtime_ns, const StageDurations &d) {
   // Modular, as the kernel's u64 stamps are: a stamp no kernel writes (over
   // 2^63 ns minus the offset) shows as a far-off time, never signed overflow.
   auto wall_ns = [&](uint64_t mono) {
@@ -379,7 +384,6 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
     j["proto"] = std::to_string(p.l4proto);
   j["family"] = (p.flags & NETLATD_PKT_IPV6) ? "ipv6" : "ipv4";
   j["len"] = p.len;
-  const StageDurations d = stage_durations(p);
   if (auto total = d[Stage::Total])
     j["total_ns"] = *total;
 

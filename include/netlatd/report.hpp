@@ -148,5 +148,8 @@ ClockOffset choose_realtime_offset(const ClockOffset &previous, const ClockOffse
 // added to each CLOCK_MONOTONIC stamp to give wall-clock nanoseconds.
 std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
                                      int64_t mono_to_realtime_ns);
+// The same with the record's stages already worked out (d: stage_durations(p)).
+std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
+                                     int64_t mono_to_realtime_ns, const StageDurations &d);
 
 }  // namespace netlatd
