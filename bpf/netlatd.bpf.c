@@ -254,20 +254,24 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	 * not candidates of it, nor of any later read. */
 	if (rs && rs->drop_n)
 		settle_read_drop(sk, rs, pidx);
-	if (ret >= 0 && !(flags & MSG_PEEK_FLAG)) {
-		struct read_view v;
+	bool data = ret >= 0 && !(flags & MSG_PEEK_FLAG);
+	struct read_view v;
+	if (data)
 		view_here(&v, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
+	/* The call's start and the wake-up it slept for end with it, whatever
+	 * it returned (a peek, an error): the task's next call may not sleep,
+	 * and must not be given this one's. Before the read's decision, which
+	 * has them in `v`: where the decision does not use `rs`, whether it
+	 * is NULL is then no matter to the verifier's walk of it. */
+	if (rs) {
+		rs->call_sk = 0;
+		rs->woken_sk = 0;
+	}
+	if (data) {
 		if (sk->sk_protocol == IPPROTO_UDP)
 			on_udp_read(sk, pidx, ret, flags, &v, rs, typed);
 		else if (sk->sk_protocol == IPPROTO_TCP)
 			on_tcp_read(sk, ret, rs, &v);
-	}
-	/* The call's start and the wake-up it slept for end with it, whatever
-	 * it returned (a peek, an error): the task's next call may not sleep,
-	 * and must not be given this one's. */
-	if (rs) {
-		rs->call_sk = 0;
-		rs->woken_sk = 0;
 	}
 	return 0;
 }

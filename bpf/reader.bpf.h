@@ -220,6 +220,7 @@ static __always_inline void view_here(struct read_view *v, __u64 now, __u64 pid_
 	struct task_struct *task = bpf_get_current_task_btf();
 	v->name[0] = *(__u64 *)&task->comm[0];
 	v->name[1] = *(__u64 *)&task->comm[8];
+	v->_pad[0] = v->_pad[1] = 0; /* all of it is read (emit_rec) */
 	v->named = tell_reader(rs, v);
 }
 

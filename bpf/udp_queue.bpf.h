@@ -156,10 +156,11 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 		return 0;
 	}
 	__u64 key = ptr_value(skb, SCRATCH_QUEUE);
-	/* A constant mask per array: a callback's verifier sees no constant
-	 * in a field of its context. */
-	int at = w->big ? find_recent_slot(w->st, w->big->slots, UDP_BIG_SLOTS - 1, key)
-			: find_recent_slot(w->st, w->st->small, UDP_SMALL_SLOTS - 1, key);
+	/* A racy view of the window, like the rest of the walk. */
+	__u32 tail = w->st->tail, n = tail - w->st->head;
+	n = n > UDP_SCAN ? UDP_SCAN : n;
+	int at = w->big ? recent_big_slot(&w->big->slots, tail - n, n, key)
+			: recent_small_slot(&w->st->small, tail - n, n, key);
 	if (!stash_find(key) && at >= 0) {
 		w->done = true;
 		return 1;

@@ -369,6 +369,16 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	 * be in sight, those before the head and the dequeued ones anywhere. */
 	if (f - h > UDP_SCAN)
 		certain = false;
+	/* The head, and whether the read can be certain so far, as numbers
+	 * the verifier does not know: each way resolve_head and the checks
+	 * above can go would otherwise be a walk of its own through the loops
+	 * below (about ten of them on 6.18). The head's slot index is `f`
+	 * when it has one. */
+	__u64 o = opaque_on(cs, ((__u64)certain << 40) | ((__u64)hp->kind << 32) | f, SCRATCH_RECV);
+	f = (__u32)o;
+	hp->kind = (enum head_kind)((o >> 32) & 3);
+	hp->idx = f;
+	certain = (o >> 40) & 1;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
 	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
 	 * before it had a slot); and one whose length fits what the read
