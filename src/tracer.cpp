@@ -18,6 +18,7 @@
 #include <mutex>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -27,6 +28,7 @@
 
 #include "netlatd.skel.h"
 #include "netlatd/errors.hpp"
+#include "netlatd/ksyms.hpp"
 #include "netlatd/record.hpp"
 
 namespace netlatd {
@@ -86,29 +88,6 @@ uint32_t numa_nodes() {
     p = end;
   }
   return static_cast<uint32_t>(last + 1);
-}
-
-// A kernel function's address from /proc/kallsyms, 0 when absent or hidden
-// (kptr_restrict shows zeros to readers without CAP_SYSLOG).
-uint64_t kallsyms_address(std::string_view name) {
-  std::FILE *f = std::fopen("/proc/kallsyms", "r");
-  if (!f)
-    return 0;
-  char line[512];
-  uint64_t found = 0;
-  while (std::fgets(line, sizeof line, f)) {
-    char *sp1 = std::strchr(line, ' ');
-    if (!sp1 || !sp1[1] || sp1[2] != ' ')
-      continue;
-    char *sym = sp1 + 3;
-    size_t len = std::strcspn(sym, " \t\n");
-    if (std::string_view(sym, len) == name && std::strchr("tT", sp1[1])) {
-      found = std::strtoull(line, nullptr, 16);
-      break;
-    }
-  }
-  std::fclose(f);
-  return found;
 }
 
 uint64_t monotonic_ns() {
@@ -246,11 +225,12 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   skel->rodata->targ_push_before_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
   skel->rodata->targ_numa_nodes = numa_nodes();
   skel->rodata->targ_preempt_count = static_cast<__u32>(plan.preempt_count);
-  skel->rodata->targ_receiver_wake_fn = kallsyms_address("receiver_wake_function");
-  skel->rodata->targ_woken_wake_fn = kallsyms_address("woken_wake_function");
+  const std::vector<uint64_t> wake_fns = kernel_text_addresses({"receiver_wake_function", "woken_wake_function"});
+  skel->rodata->targ_receiver_wake_fn = wake_fns[0];
+  skel->rodata->targ_woken_wake_fn = wake_fns[1];
   if (!skel->rodata->targ_receiver_wake_fn || !skel->rodata->targ_woken_wake_fn)
-    spdlog::warn("kernel symbols hidden (/proc/kallsyms): readers asleep in a receive call are not recognised, "
-                 "so their sock_queue/oncpu split is left out where no hook gives the call's start");
+    spdlog::warn("kernel symbols hidden (kptr_restrict; CAP_SYSLOG shows them): readers asleep in a receive call "
+                 "are not recognised, so their sock_queue/oncpu split is left out where no hook gives the call's start");
   if (int err = bpf_map__set_max_entries(skel->maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 
