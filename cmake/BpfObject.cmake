@@ -4,6 +4,9 @@
 
 find_program(NETLATD_CLANG NAMES clang clang-19 clang-16 clang-14 REQUIRED)
 find_program(NETLATD_BPFTOOL NAMES bpftool PATHS /usr/sbin /usr/local/sbin REQUIRED)
+# The skeleton embeds the object without its DWARF (the verifier's line info
+# is in .BTF.ext, which stays): 0.7 MB instead of 1.6 MB in the daemon.
+find_program(NETLATD_LLVM_STRIP NAMES llvm-strip llvm-strip-19 llvm-strip-16 llvm-strip-14)
 
 set(NETLATD_BPF_GEN ${CMAKE_BINARY_DIR}/bpf)
 file(MAKE_DIRECTORY ${NETLATD_BPF_GEN})
@@ -45,10 +48,20 @@ function(netlatd_bpf_skeleton target source)
     DEPENDS ${source} ${bpf_headers} ${NETLATD_VMLINUX_HEADER} ${CMAKE_SOURCE_DIR}/include/netlatd/abi.h
     COMMENT "Compiling BPF object ${stem}.bpf.o"
     VERBATIM)
+  if(NETLATD_LLVM_STRIP)
+    set(embedded ${NETLATD_BPF_GEN}/${stem}.bpf.stripped.o)
+    add_custom_command(OUTPUT ${embedded}
+      COMMAND ${NETLATD_LLVM_STRIP} -g ${obj} -o ${embedded}
+      DEPENDS ${obj}
+      COMMENT "Stripping DWARF from ${stem}.bpf.o for the skeleton"
+      VERBATIM)
+  else()
+    set(embedded ${obj})
+  endif()
   add_custom_command(OUTPUT ${skel}
-    COMMAND ${NETLATD_BPFTOOL} gen skeleton ${obj} name ${stem}_bpf > ${skel}.tmp
+    COMMAND ${NETLATD_BPFTOOL} gen skeleton ${embedded} name ${stem}_bpf > ${skel}.tmp
     COMMAND ${CMAKE_COMMAND} -E rename ${skel}.tmp ${skel}
-    DEPENDS ${obj}
+    DEPENDS ${embedded}
     COMMENT "Generating skeleton ${stem}.skel.h"
     VERBATIM)
   add_custom_target(${target}_gen DEPENDS ${skel})
