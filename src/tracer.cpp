@@ -229,8 +229,8 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   skel->rodata->targ_receiver_wake_fn = wake_fns[0];
   skel->rodata->targ_woken_wake_fn = wake_fns[1];
   if (!skel->rodata->targ_receiver_wake_fn || !skel->rodata->targ_woken_wake_fn)
-    spdlog::warn("kernel symbols hidden (kptr_restrict; CAP_SYSLOG shows them): readers asleep in a receive call "
-                 "are not recognised, so their sock_queue/oncpu split is left out where no hook gives the call's start");
+    spdlog::warn("kernel addresses hidden from netlatd (kernel.kptr_restrict, kernel.perf_event_paranoid; "
+                 "CAP_SYSLOG shows them): readers asleep in a receive call are not recognised, so their sock_queue/oncpu split is left out where no hook gives the call's start");
   if (int err = bpf_map__set_max_entries(skel->maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 
