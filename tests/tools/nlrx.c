@@ -17,6 +17,12 @@
  *       until nothing arrived for MS milliseconds after the first packet
  *       (or for 4*MS before it). Prints one summary line and exits 0.
  *
+ *   nlrx --udp PORT ... --busy-poll US
+ *       The same with SO_BUSY_POLL set to US microseconds on the UDP socket:
+ *       each blocking read first polls the NIC's NAPI context itself, in its
+ *       own call, so a datagram is received (netif_receive_skb) in the
+ *       reader's task with no interrupt and no softirq.
+ *
  *   nlrx --notify-wait PATH [--idle-ms MS]
  *       Act as the service manager's notify socket for one daemon: bind an
  *       AF_UNIX datagram socket at PATH and wait for a message with READY=1.
@@ -323,7 +329,7 @@ int main(int argc, char **argv)
 	int udp_port = 0, tcp_port = 0;
 	long udp_expect = -1, idle_ms = 5000;
 	const char *ready_file = NULL, *notify_path = NULL, *send_to = NULL;
-	long send_count = 0, send_len = 0, bad_every = 0;
+	long send_count = 0, send_len = 0, bad_every = 0, busy_poll_us = 0;
 	const char *csum_dev = NULL;
 	for (int i = 1; i < argc; i++) {
 		const char *o = argv[i];
@@ -354,6 +360,8 @@ int main(int argc, char **argv)
 			bad_every = atol(v);
 		else if (!strcmp(o, "--rx-csum-off"))
 			csum_dev = v;
+		else if (!strcmp(o, "--busy-poll"))
+			busy_poll_us = atol(v);
 		else {
 			fprintf(stderr, "nlrx: error: unknown option %s\n", o);
 			return 2;
@@ -381,6 +389,11 @@ int main(int argc, char **argv)
 		ufd = listen_socket(SOCK_DGRAM, udp_port);
 		int big = 4 << 20;
 		setsockopt(ufd, SOL_SOCKET, SO_RCVBUF, &big, sizeof(big));
+		int busy = (int)busy_poll_us;
+		if (busy && setsockopt(ufd, SOL_SOCKET, SO_BUSY_POLL, &busy, sizeof(busy)) != 0) {
+			fprintf(stderr, "nlrx: error: SO_BUSY_POLL %d: %s\n", busy, strerror(errno));
+			return 1;
+		}
 		pthread_create(&ut, NULL, udp_reader, &ufd);
 	}
 	if (tcp_port) {

@@ -76,7 +76,7 @@ if [ -n "$NETLATD" ]; then
 fi
 
 start_nlrx() {
-	$NLRX_IN nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" >/tmp/nlrx.out 2>&1 &
+	$NLRX_IN nlrx --udp 5000 --tcp 5001 --udp-expect "$UDP_EXPECT" --idle-ms "$IDLE_MS" $NLRX_ARGS >/tmp/nlrx.out 2>&1 &
 	nlrx_pid=$!
 	n=0
 	while ! grep -q listening /tmp/nlrx.out 2>/dev/null && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done
@@ -156,6 +156,21 @@ phase_e2e() {
 	start_netlatd || return
 	start_nlrx && receive_traffic e2e
 	stop_netlatd
+}
+
+# e2e with the receiver busy polling (SO_BUSY_POLL, 20 ms: longer than the
+# host's 2 ms between datagrams): each read polls the NIC's NAPI context in
+# its own call, and the datagram is received in the reader's task, with no
+# interrupt and no softirq. The kernel's count of datagrams received that way
+# (TcpExt BusyPollRxPackets) shows that it happened.
+phase_busypoll() {
+	grep '^TcpExt' /proc/net/netstat >/tmp/netstat.before
+	start_netlatd || return
+	NLRX_ARGS="--busy-poll 20000" start_nlrx && receive_traffic busypoll
+	stop_netlatd
+	grep '^TcpExt' /proc/net/netstat >/tmp/netstat.after
+	section NETSTAT-BEFORE /tmp/netstat.before
+	section NETSTAT-AFTER /tmp/netstat.after
 }
 
 # The receiver first, its threads already blocked in recvfrom()/accept()

@@ -46,13 +46,13 @@ ALL_PHASES = ("bare", "e2e", "reader_first")
 TCG = os.environ.get("NETLATD_VM_TCG", "tcg,thread=single")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum")),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -125,6 +125,30 @@ def judge_reuse(v, lines, sent, ctx):
             f"reads held >= {STALL_MS:g} ms after their skb was freed: {held} of {len(reads)}")
 
 
+def netstat_value(lines, which, name):
+    """TcpExt `name` from the guest's NETSTAT-`which` section, or None."""
+    sect, _ = section(lines, f"NETSTAT-{which}")
+    rows = [l.split() for l in sect or [] if l.startswith("TcpExt:")]
+    if len(rows) == 2 and name in rows[0]:
+        return int(rows[1][rows[0].index(name)])
+    return None
+
+
+def judge_busypoll(v, lines, sent, ctx):
+    """As e2e, the reader busy polling: most datagrams received in its own
+    call (BusyPollRxPackets), with no IRQ or softirq stamp of another
+    packet's given to them."""
+    before, after = (netstat_value(lines, w, "BusyPollRxPackets") for w in ("BEFORE", "AFTER"))
+    busy = after - before if before is not None and after is not None else None
+    log(f"busypoll: BusyPollRxPackets +{busy}")
+    got = judge_receiver(v, lines, sent)
+    v.check(busy is not None and busy >= 0.5 * (sent[0] if sent else 0),
+            f"datagrams received by busy polling (BusyPollRxPackets) +{busy} >= half of {sent[0] if sent else '?'}")
+    ctx.stats[ctx.phase] = {}
+    judge_netlatd(v, lines, got, ctx.guest, False, ctx.args.netlatd_args, ctx.stats[ctx.phase], busy_poll=busy or 0)
+    return got
+
+
 PHASES = {
     # Boot, NIC, hostfwd and nlrx alone: if this fails, a failure of the
     # phases below is not netlatd's.
@@ -145,6 +169,9 @@ PHASES = {
     # while the next datagram arrives on the same CPU: it usually gets the
     # freed skb's address before the read returns (docs/JOIN.md).
     "reuse": Phase(send_udp_tcp, judge_reuse, True),
+    # e2e with the reader busy polling (SO_BUSY_POLL): datagrams received in
+    # the reader's own call, no interrupt, no softirq.
+    "busypoll": Phase(send_udp_tcp, judge_busypoll, True),
 }
 
 
@@ -217,7 +244,8 @@ def judge_run(args, ctx, guest, sent, started):
         if s.get("packets"):
             log(f"SUMMARY {args.guest} {phase}: irq stage {s['irq']} of {s['packets']} packets "
                 f"({100.0 * s['irq'] / s['packets']:.1f} %), irq stamp on {s.get('datagrams_irq', 0)} of "
-                f"{s.get('datagrams', 0)} UDP datagrams, unordered {s['unordered']}")
+                f"{s.get('datagrams', 0)} UDP datagrams, unordered {s['unordered']}"
+                + (f", busy polled (no softirq) {s['busy_polled']}" if "busy_polled" in s else ""))
     return v
 
 

@@ -1,6 +1,7 @@
 """Judging a vm tier guest's console: the boot, netlatd --check and its IRQ
 lines, the receiver, and netlatd's output in each phase. Per-packet
 timeline checks are in vm_timelines.py."""
+import collections
 import json
 import re
 
@@ -221,9 +222,11 @@ def judge_verifier_walk(v, lines):
         v.check(walked[1] <= 600_000, f"{walked[0]} walked {walked[1]} of the verifier's 1,000,000 (at most 600,000)")
 
 
-def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats):
+def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats, busy_poll=None):
     """netlatd's output in one phase against what nlrx read. Fills `stats`
-    with the figures the tier reports (irq coverage, unordered)."""
+    with the figures the tier reports (irq coverage, unordered). `busy_poll`:
+    the reader busy polled, and the kernel received this many packets in
+    busy polls (BusyPollRxPackets), with no IRQ or softirq."""
     exit_line = marker(lines, "NETLATD-EXIT")
     v.check(exit_line == "rc=0", f"netlatd exited 0 after SIGTERM ({exit_line})")
     judge_verifier_walk(v, lines)
@@ -255,19 +258,43 @@ def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats):
     print_stage_table(intervals, timelines, counts, hooks, applicable, packets, udp, tcp)
     stats.update(packets=packets, irq=counts.get("irq", 0), unordered=unordered)
     v.check(applicable.get("irq") is True, f"irq stage is applicable on {guest['driver']}")
+    udp_timelines = [t for t in timelines if t.get("proto") == "udp"]
+    stats.update(datagrams=len(udp_timelines),
+                 datagrams_irq=sum("irq" in (t.get("stamps") or {}) for t in udp_timelines))
+    if busy_poll:
+        judge_busy_polled(v, udp_timelines, counts, packets, busy_poll, stats)
+        judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen)
+        return
     v.check(counts.get("irq", 0) >= 0.95 * packets and packets > 0,
             f"irq stage count {counts.get('irq', 0)} >= 95% of {packets} packets")
     for name in EXACT_STAGES:
         v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
     judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen)
-    udp_timelines = [t for t in timelines if t.get("proto") == "udp"]
-    stats.update(datagrams=len(udp_timelines),
-                 datagrams_irq=sum("irq" in (t.get("stamps") or {}) for t in udp_timelines))
     if udp_timelines:
         v.check(stats["datagrams_irq"] >= 0.95 * len(udp_timelines),
                 f"irq stamped for {stats['datagrams_irq']} >= 95% of {len(udp_timelines)} UDP datagrams")
     if guest["series"] == "6.1":
         judge_61_hooks(v, hooks)
+
+
+def judge_busy_polled(v, udp_timelines, counts, packets, busy_rx, stats):
+    """Datagrams a busy-polling reader received in its own call: no interrupt
+    and no NET_RX softirq led to them, so none may carry an irq, raise or
+    softirq stamp (it would be another packet's). Those without a softirq
+    stamp are most of the datagrams (the kernel's BusyPollRxPackets is not a
+    bound: the poll that ends a busy poll receives packets it does not count);
+    the stages from netif_receive_skb on are every packet's."""
+    kinds = collections.Counter(tuple(sorted((t.get("stamps") or {}).keys())) for t in udp_timelines)
+    log("busypoll: UDP timelines by stamps: " + "; ".join(f"{n} x {' '.join(k)}" for k, n in kinds.most_common()))
+    polled = [t for t in udp_timelines if "softirq_entry" not in (t.get("stamps") or {})]
+    stats.update(busy_polled=len(polled))
+    v.check(len(polled) >= 0.5 * len(udp_timelines) > 0,
+            f"UDP datagrams with no softirq (busy polled) {len(polled)}: at least half of {len(udp_timelines)} "
+            f"(the kernel's BusyPollRxPackets: {busy_rx})")
+    stray = [t for t in polled if {"irq", "softirq_raise"} & set((t.get("stamps") or {}).keys())]
+    v.check(not stray, f"no busy-polled datagram with an irq or raise stamp ({len(stray)} have one)")
+    for name in ("netif_receive", "sock_queue", "oncpu", "in_socket", "total"):
+        v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
 
 
 def judge_61_hooks(v, hooks):
