@@ -335,7 +335,8 @@ void Service::end_interval(bool final) {
   const double seconds = std::chrono::duration<double>(r.end - r.start).count();
   last_rate_ = seconds > 0 ? static_cast<double>(agg_.packets()) / seconds : 0;
   last_p99_total_ = agg_.stage(Stage::Total).percentile(99);
-  sink_->write(opts_.format == OutputFormat::Json ? format_json_line(header_, r) : format_text(header_, r));
+  // Kept through a stalled consumer: outlier lines queued before it make room.
+  sink_->write_kept(opts_.format == OutputFormat::Json ? format_json_line(header_, r) : format_text(header_, r));
   agg_.reset();
   publish_metrics();
   interval_start_wall_ = r.end;

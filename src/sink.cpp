@@ -150,9 +150,13 @@ void LineSink::share_with_group(int fd) const {
     refused("directory '" + dir.string() + "'");
 }
 
+bool LineSink::full_locked(size_t bytes) const {
+  return queue_.size() >= max_queued_ || queued_bytes_ + bytes > max_queued_bytes_;
+}
+
 // Under mu_: true (and counted) when a line of `bytes` cannot be queued.
 bool LineSink::refuse_locked(size_t bytes) {
-  if (broken_ || queue_.size() >= max_queued_ || queued_bytes_ + bytes > max_queued_bytes_) {
+  if (broken_ || full_locked(bytes)) {
     dropped_++;
     if (!dropping_ && !broken_)
       spdlog::warn("output {} is not keeping up ({} lines queued); dropping report lines, counted as "
@@ -164,18 +168,51 @@ bool LineSink::refuse_locked(size_t bytes) {
   return false;
 }
 
+// Under mu_, with room checked.
+void LineSink::queue_locked(std::string line, bool kept) {
+  if (dropping_) {
+    spdlog::info("output {} is taking lines again; {} dropped so far", shown(path_), dropped_);
+    dropping_ = false;
+  }
+  queued_bytes_ += line.size();
+  queue_.push_back(Queued{std::move(line), kept});
+}
+
 void LineSink::write(std::string line) {
   line.push_back('\n');
   {
     std::lock_guard lock(mu_);
     if (refuse_locked(line.size()))
       return;
-    if (dropping_) {
-      spdlog::info("output {} is taking lines again; {} dropped so far", shown(path_), dropped_);
-      dropping_ = false;
+    queue_locked(std::move(line), false);
+  }
+  cv_.notify_one();
+}
+
+void LineSink::write_kept(std::string line) {
+  line.push_back('\n');
+  {
+    std::lock_guard lock(mu_);
+    // The oldest lines that may go, until this one fits.
+    size_t evicted = 0;
+    for (auto it = queue_.begin(); !broken_ && full_locked(line.size()) && it != queue_.end();) {
+      if (it->kept) {
+        ++it;
+        continue;
+      }
+      queued_bytes_ -= it->line.size();
+      it = queue_.erase(it);
+      evicted++;
     }
-    queued_bytes_ += line.size();
-    queue_.push_back(std::move(line));
+    dropped_ += evicted;
+    if (evicted && !dropping_)
+      spdlog::warn("output {} is not keeping up ({} lines queued); dropping outlier lines to keep interval "
+                   "lines, counted as output_dropped",
+                   shown(path_), queue_.size());
+    dropping_ = dropping_ || evicted;
+    if (refuse_locked(line.size()))
+      return;
+    queue_locked(std::move(line), true);
   }
   cv_.notify_one();
 }
@@ -270,7 +307,7 @@ void LineSink::run() {
         return;
       continue;
     }
-    std::string line = std::move(queue_.front());
+    std::string line = std::move(queue_.front().line);
     queue_.pop_front();
     queued_bytes_ -= line.size();
     writing_ = true;

@@ -34,6 +34,11 @@ public:
 
   // Never blocks; a '\n' is appended.
   void write(std::string line);
+  // The same for a line that must get through a stalled consumer (an
+  // interval line: the histograms, and the counts of what was dropped): when
+  // the queue is full, the oldest queued line written by write() makes room,
+  // counted as dropped. Refused only when every queued line is a kept one.
+  void write_kept(std::string line);
   // True, and the line counted as dropped as write() would, when the queue
   // is full or the output broken: a caller can skip making a line that
   // would be dropped (an outlier line under a stalled consumer).
@@ -52,6 +57,8 @@ private:
   int open_fd() const;
   void share_with_group(int fd) const;
   bool refuse_locked(size_t bytes);
+  bool full_locked(size_t bytes) const;
+  void queue_locked(std::string line, bool kept);
   // Writes all of `line`; false with `err` set on failure or when abandoned.
   bool write_all(const std::string &line, int &err);
 
@@ -61,7 +68,11 @@ private:
   size_t max_queued_, max_queued_bytes_;
   mutable std::mutex mu_;
   std::condition_variable cv_, drained_;
-  std::deque<std::string> queue_;
+  struct Queued {
+    std::string line;
+    bool kept;  // by write_kept(): makes room, never made room for
+  };
+  std::deque<Queued> queue_;
   size_t queued_bytes_ = 0;
   bool stop_ = false, reopen_ = false, broken_ = false, writing_ = false, dropping_ = false;
   std::atomic<bool> abandon_{false};

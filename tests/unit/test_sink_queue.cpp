@@ -38,3 +38,71 @@ TEST_CASE("a stalled consumer: a full queue refuses lines, counted as dropped, a
   close(p[0]);
   close(p[1]);
 }
+
+// An interval line carries the interval's histograms and the counts of what
+// was dropped: under a stalled consumer whose queue outlier lines filled, it
+// takes the place of the oldest of them instead of being dropped itself.
+TEST_CASE("a stalled consumer: an interval line takes an outlier line's place in the full queue", "[sink]") {
+  int p[2];
+  REQUIRE(pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0);
+  const std::string path = "/proc/self/fd/" + std::to_string(p[1]);
+  std::string got;
+  auto drain = [&] {
+    char buf[65536];
+    ssize_t n;
+    while ((n = read(p[0], buf, sizeof buf)) > 0)
+      got.append(buf, static_cast<size_t>(n));
+  };
+  {
+    LineSink sink(path, "", 4);
+    const std::string outlier(4096, 'o');
+    for (int i = 0; i < 64; i++) {
+      sink.write(outlier);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    const uint64_t dropped = sink.dropped();
+    REQUIRE(dropped > 0);
+    REQUIRE(sink.drop_if_full());  // full: a plain line would be refused
+    const uint64_t before = sink.dropped();
+    sink.write_kept("INTERVAL-1");
+    CHECK(sink.dropped() == before + 1);  // the oldest queued outlier line made room
+    sink.write_kept("INTERVAL-2");
+    CHECK(sink.dropped() == before + 2);
+    // The consumer comes back: both interval lines arrive, in order, last.
+    for (int i = 0; i < 100 && got.find("INTERVAL-2") == std::string::npos; i++) {
+      drain();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    CHECK(sink.flush(2000));
+    drain();
+    const size_t first = got.find("INTERVAL-1\n"), second = got.find("INTERVAL-2\n");
+    REQUIRE(first != std::string::npos);
+    REQUIRE(second != std::string::npos);
+    CHECK(first < second);
+    CHECK(got.size() == second + std::string("INTERVAL-2\n").size());
+  }
+  close(p[0]);
+  close(p[1]);
+}
+
+TEST_CASE("a stalled consumer: kept lines alone in a full queue are refused and counted", "[sink]") {
+  int p[2];
+  REQUIRE(pipe2(p, O_CLOEXEC) == 0);
+  const std::string path = "/proc/self/fd/" + std::to_string(p[1]);
+  {
+    LineSink sink(path, "", 2);
+    const std::string line(8192, 'i');
+    // 64 KiB fill the pipe, then 2 kept lines the queue; nothing of theirs
+    // can make room for the next.
+    for (int i = 0; i < 12; i++) {
+      sink.write_kept(line);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    const uint64_t dropped = sink.dropped();
+    CHECK(dropped > 0);
+    sink.write_kept(line);
+    CHECK(sink.dropped() == dropped + 1);
+  }
+  close(p[0]);
+  close(p[1]);
+}
