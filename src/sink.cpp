@@ -168,9 +168,10 @@ bool LineSink::refuse_locked(size_t bytes) {
   return false;
 }
 
-// Under mu_, with room checked.
-void LineSink::queue_locked(std::string line, bool kept) {
-  if (dropping_) {
+// Under mu_, with room checked. `resumed`: the line went in without a line
+// dropped for it, which ends an episode of dropping.
+void LineSink::queue_locked(std::string line, bool kept, bool resumed) {
+  if (dropping_ && resumed) {
     spdlog::info("output {} is taking lines again; {} dropped so far", shown(path_), dropped_);
     dropping_ = false;
   }
@@ -184,7 +185,7 @@ void LineSink::write(std::string line) {
     std::lock_guard lock(mu_);
     if (refuse_locked(line.size()))
       return;
-    queue_locked(std::move(line), false);
+    queue_locked(std::move(line), false, true);
   }
   cv_.notify_one();
 }
@@ -212,7 +213,7 @@ void LineSink::write_kept(std::string line) {
     dropping_ = dropping_ || evicted;
     if (refuse_locked(line.size()))
       return;
-    queue_locked(std::move(line), true);
+    queue_locked(std::move(line), true, evicted == 0);
   }
   cv_.notify_one();
 }

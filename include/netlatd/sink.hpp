@@ -58,7 +58,7 @@ private:
   void share_with_group(int fd) const;
   bool refuse_locked(size_t bytes);
   bool full_locked(size_t bytes) const;
-  void queue_locked(std::string line, bool kept);
+  void queue_locked(std::string line, bool kept, bool resumed);
   // Writes all of `line`; false with `err` set on failure or when abandoned.
   bool write_all(const std::string &line, int &err);
 
