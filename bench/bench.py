@@ -79,6 +79,23 @@ def log(msg):
     print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
+START_LINE_RE = re.compile(r"programs attached in ([0-9.]+) ms \(verifier ([0-9.]+) ms; most walked: "
+                           r"(\w+), (\d+) instructions")
+
+
+def start_line_figures(proc):
+    """From netlatd's start line ("N programs attached in X ms (verifier Y ms;
+    most walked: P, N instructions ..."): the time from opening the BPF object
+    to every program attached, the object's load (libbpf's BTF parse and the
+    verifier) within it, and the program the verifier walked most."""
+    for _, line in proc.lines["stderr"]:
+        m = START_LINE_RE.search(line)
+        if m:
+            return {"programs_ms": float(m.group(1)), "load_ms": float(m.group(2)),
+                    "most_walked": {"program": m.group(3), "instructions": int(m.group(4))}}
+    return {}
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -1013,12 +1030,23 @@ class Bench:
             attach = tr.ready_at - tr.t_start
             time.sleep(0.2)
             detach = tr.stop(signal.SIGTERM, timeout=10)
-            rows.append({"attach_s": attach, "detach_s": detach, "exit": tr.p.returncode})
+            row = {"attach_s": attach, "detach_s": detach, "exit": tr.p.returncode}
+            row.update(start_line_figures(tr))
+            rows.append(row)
             if tr.p.returncode != 0:
                 self.tracer_error("netlatd", f"start/stop: exit {tr.p.returncode} on SIGTERM")
         self.results["startstop"] = {
             "reps": rows, "attach_ms": median([r["attach_s"] for r in rows]) * 1000,
             "detach_ms": median([r["detach_s"] for r in rows]) * 1000}
+        # The daemon's own account of its start (its start line): where a
+        # change in the exec-to-ready figure comes from.
+        for key in ("programs_ms", "load_ms"):
+            known = [r[key] for r in rows if key in r]
+            if known:
+                self.results["startstop"][key] = median(known)
+        walked = [r for r in rows if "most_walked" in r]
+        if walked:
+            self.results["startstop"]["most_walked"] = walked[-1]["most_walked"]
 
     def tracer_error(self, v, msg):
         log(f"error: {v}: {msg}")
@@ -1357,8 +1385,14 @@ def render(res, md=False):
     ss = res.get("startstop")
     if ss:
         title(f"Start-up and shut-down ({len(ss['reps'])} runs, medians)")
-        table(["exec to ready", "SIGTERM to exit"],
-              [(f"{ss['attach_ms']:.0f} ms", f"{ss['detach_ms']:.0f} ms")])
+        mw = ss.get("most_walked")
+        table(["exec to ready", "of it: BPF object to attached", "of that: load (BTF, verifier)",
+               "most walked by the verifier", "SIGTERM to exit"],
+              [(f"{ss['attach_ms']:.0f} ms",
+                f"{ss['programs_ms']:.0f} ms" if "programs_ms" in ss else "n/a",
+                f"{ss['load_ms']:.0f} ms" if "load_ms" in ss else "n/a",
+                f"{mw['program']}, {mw['instructions']:,} instructions" if mw else "n/a",
+                f"{ss['detach_ms']:.0f} ms")])
     title("Targets")
     table(["target", "measured", "limit", "status"],
           [(w, v, l, {True: "met", False: "MISSED", None: "not measured",
