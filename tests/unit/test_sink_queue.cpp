@@ -13,14 +13,29 @@
 
 using netlatd::LineSink;
 
+namespace {
+
+// A pipe nobody reads until the test says so, its write end named by a path
+// as --output would name a FIFO.
+struct StalledPipe {
+  int fd[2] = {-1, -1};
+  explicit StalledPipe(int flags = 0) { REQUIRE(pipe2(fd, O_CLOEXEC | flags) == 0); }
+  ~StalledPipe() {
+    close(fd[0]);
+    close(fd[1]);
+  }
+  StalledPipe(const StalledPipe &) = delete;
+  StalledPipe &operator=(const StalledPipe &) = delete;
+  std::string path() const { return "/proc/self/fd/" + std::to_string(fd[1]); }
+};
+
+}  // namespace
+
 TEST_CASE("a stalled consumer: a full queue refuses lines, counted as dropped, and says so before one is made",
           "[sink]") {
-  int p[2];
-  REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-  // The pipe's write end by a path, as --output would name a FIFO; nobody reads p[0].
-  const std::string path = "/proc/self/fd/" + std::to_string(p[1]);
+  StalledPipe p;
   {
-    LineSink sink(path, "", 4);
+    LineSink sink(p.path(), "", 4);
     CHECK_FALSE(sink.drop_if_full());
     CHECK(sink.dropped() == 0);
     const std::string line(4096, 'x');
@@ -35,26 +50,22 @@ TEST_CASE("a stalled consumer: a full queue refuses lines, counted as dropped, a
     CHECK(sink.drop_if_full());
     CHECK(sink.dropped() == dropped + 1);
   }  // never waits for the consumer
-  close(p[0]);
-  close(p[1]);
 }
 
 // An interval line carries the interval's histograms and the counts of what
 // was dropped: under a stalled consumer whose queue outlier lines filled, it
 // takes the place of the oldest of them instead of being dropped itself.
 TEST_CASE("a stalled consumer: an interval line takes an outlier line's place in the full queue", "[sink]") {
-  int p[2];
-  REQUIRE(pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0);
-  const std::string path = "/proc/self/fd/" + std::to_string(p[1]);
+  StalledPipe p(O_NONBLOCK);
   std::string got;
   auto drain = [&] {
     char buf[65536];
     ssize_t n;
-    while ((n = read(p[0], buf, sizeof buf)) > 0)
+    while ((n = read(p.fd[0], buf, sizeof buf)) > 0)
       got.append(buf, static_cast<size_t>(n));
   };
   {
-    LineSink sink(path, "", 4);
+    LineSink sink(p.path(), "", 4);
     const std::string outlier(4096, 'o');
     for (int i = 0; i < 64; i++) {
       sink.write(outlier);
@@ -81,16 +92,12 @@ TEST_CASE("a stalled consumer: an interval line takes an outlier line's place in
     CHECK(first < second);
     CHECK(got.size() == second + std::string("INTERVAL-2\n").size());
   }
-  close(p[0]);
-  close(p[1]);
 }
 
 TEST_CASE("a stalled consumer: kept lines alone in a full queue are refused and counted", "[sink]") {
-  int p[2];
-  REQUIRE(pipe2(p, O_CLOEXEC) == 0);
-  const std::string path = "/proc/self/fd/" + std::to_string(p[1]);
+  StalledPipe p;
   {
-    LineSink sink(path, "", 2);
+    LineSink sink(p.path(), "", 2);
     const std::string line(8192, 'i');
     // 64 KiB fill the pipe, then 2 kept lines the queue; nothing of theirs
     // can make room for the next.
@@ -103,6 +110,4 @@ TEST_CASE("a stalled consumer: kept lines alone in a full queue are refused and 
     sink.write_kept(line);
     CHECK(sink.dropped() == dropped + 1);
   }
-  close(p[0]);
-  close(p[1]);
 }
