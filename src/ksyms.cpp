@@ -71,10 +71,6 @@ std::optional<uint64_t> kernel_text_address_by_bpf(std::string_view name) {
   return addr;
 }
 
-std::vector<uint64_t> kernel_text_addresses(const std::vector<std::string_view> &names) {
-  return kernel_text_addresses(names, true);
-}
-
 std::vector<uint64_t> kernel_text_addresses(const std::vector<std::string_view> &names, bool by_kernel) {
   std::vector<uint64_t> out(names.size(), 0);
   bool by_bpf = by_kernel;

@@ -21,7 +21,6 @@ std::optional<uint64_t> kernel_text_address_by_bpf(std::string_view name);
 // shown): by the kernel's lookup where it can run it, else from one pass of
 // /proc/kallsyms that stops when every name is found. `by_kernel` false: from
 // /proc/kallsyms only (the tests compare the two).
-std::vector<uint64_t> kernel_text_addresses(const std::vector<std::string_view> &names);
-std::vector<uint64_t> kernel_text_addresses(const std::vector<std::string_view> &names, bool by_kernel);
+std::vector<uint64_t> kernel_text_addresses(const std::vector<std::string_view> &names, bool by_kernel = true);
 
 }  // namespace netlatd
