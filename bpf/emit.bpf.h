@@ -75,6 +75,8 @@ static __always_inline void fill_reader(struct netlatd_wire_packet *rec, const s
 	rec->cpus_iface |= (v->cpu & NETLATD_WIRE_CPU_MASK) << NETLATD_WIRE_CPU_BITS;
 }
 
+#include "aggregate.bpf.h"
+
 /* No wake-up per record: the daemon drains on a timer, and is woken when the
  * ring is filling up, which is checked every 32nd record a CPU writes (a
  * query is a helper call). */
@@ -124,6 +126,12 @@ __noinline int emit_rec(const struct netlatd_rx *rx, __u32 queue_after, __u32 rx
 		return 0;
 	if (targ_ncgroup_filters && !reader_kept(v))
 		return 0;
+	__u32 checked = 0;
+	if (targ_aggregate && rx_known && agg_build(rx, queue_after, v) && agg_stages() && agg_add()) {
+		if (!targ_aggregate_check)
+			return 1;
+		checked = NETLATD_WIRE_AGG_CHECKED << NETLATD_WIRE_TID_BITS;
+	}
 	struct netlatd_wire_packet *rec = bpf_ringbuf_reserve(&events, sizeof(*rec), 0);
 	if (!rec) {
 		COUNT(drops, NETLATD_DROP_RINGBUF_FULL);
@@ -135,6 +143,7 @@ __noinline int emit_rec(const struct netlatd_rx *rx, __u32 queue_after, __u32 rx
 	else
 		rec->tid_flags |= (__u32)eq_bit(unknown, NETLATD_READER_AMBIGUOUS) * NETLATD_WIRE_AMBIGUOUS
 				  << NETLATD_WIRE_TID_BITS;
+	rec->tid_flags |= checked;
 	submit(rec);
 	return 1;
 }

@@ -128,6 +128,7 @@ public:
 
 private:
   void on_record(const netlatd_packet &p);
+  void drain_kernel();  // --aggregate: what the kernel side added, into the interval
   void end_interval(bool final);
   void publish_metrics();
   void update_metrics_header();
@@ -165,6 +166,10 @@ private:
   uint64_t retired_sink_dropped_ = 0;  // drops of sinks replaced by a reload
 
   IntervalAggregator agg_;
+  // --aggregate-check: since start, what the kernel side added and the
+  // records it also wrote; compared at exit.
+  IntervalAggregator check_kernel_, check_ring_;
+  bool drain_late_warned_ = false;
   RateLimit outlier_limit_;
   uint64_t outliers_suppressed_ = 0;
   ClockOffset mono_to_real_;  // see measure_realtime_offset
@@ -208,6 +213,8 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   metrics_.buckets_per_power_of_two = opts_.metrics_resolution;
   agg_.set_breakdown(opts_.by);
   metrics_delta_.set_breakdown(opts_.by);
+  check_kernel_.set_breakdown(opts_.by);
+  check_ring_.set_breakdown(opts_.by);
   use_interfaces();
   follower_.log_start();
 }
@@ -254,7 +261,29 @@ void Service::update_metrics_header() {
   }
 }
 
+void Service::drain_kernel() {
+  if (!opts_.aggregate)
+    return;
+  std::vector<KernelSeries> added;
+  if (!tracer_->drain_aggregate(added) && !drain_late_warned_) {
+    drain_late_warned_ = true;
+    spdlog::warn("--aggregate: a writer of the kernel's histograms did not finish within 100 ms (a stalled CPU?); "
+                 "its side is read later, nothing is lost");
+  }
+  for (const KernelSeries &k : added) {
+    agg_.add(k);
+    metrics_delta_.add(k);
+    if (opts_.aggregate_check)
+      check_kernel_.add(k);
+  }
+}
+
 void Service::on_record(const netlatd_packet &p) {
+  if (p.agg_checked) {
+    // --aggregate-check: the kernel side added it; kept only to check that.
+    check_ring_.add(p);
+    return;
+  }
   const StageDurations d = stage_durations(p);
   agg_.add(p, d);
   metrics_delta_.add(p, d);
@@ -320,6 +349,9 @@ void Service::end_interval(bool final) {
   // may still be filling it).
   for (int polls = 0; tracer_->poll(0) >= Tracer::kPollBudget && final && polls < 64; polls++)
     continue;
+  drain_kernel();
+  if (final)  // detached: the side written last, too
+    drain_kernel();
   const auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
   losses_.add_expired(sweep.expired_inflight, sweep.expired_unread);
   losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
@@ -435,6 +467,7 @@ void Service::apply(Options next) {
                                   next.outliers_over_ns ? format_duration(*next.outliers_over_ns) : "off",
                                   next.outliers_max_per_sec));
     outlier_limit_ = RateLimit(next.outliers_max_per_sec);
+    tracer_->set_aggregate_outliers(next.outliers_over_ns);
   }
   if (next.verbose != opts_.verbose) {
     spdlog::set_level(next.verbose ? spdlog::level::debug : spdlog::level::info);
@@ -484,7 +517,11 @@ int Service::run() {
   tcfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
   tcfg.reader_cgroup = opts_.by.cgroup;
   tcfg.cgroup_dirs = std::move(cgroup_dirs);
+  tcfg.aggregate = opts_.aggregate;
+  tcfg.aggregate_check = opts_.aggregate_check;
+  tcfg.agg_by = opts_.by;
   tracer_ = std::make_unique<Tracer>(plan_, tcfg, [this](const netlatd_packet &p) { on_record(p); });
+  tracer_->set_aggregate_outliers(opts_.outliers_over_ns);
   tracer_->set_target(target_);
   const bool live = tracer_->wait_until_live(2000);
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;
@@ -511,6 +548,10 @@ int Service::run() {
     spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms{}; ready",
                  header_.iface, header_.ifindex, target_.irqs.size(), fmt::join(opts_.ports, ","),
                  tracer_->programs_attached(), attach_ms, verifier);
+  if (opts_.aggregate)
+    spdlog::info("--aggregate{}: the kernel side keeps the histograms ({} KiB of kernel memory); records only for "
+                 "outliers and what it cannot add",
+                 opts_.aggregate_check ? "-check" : "", tracer_->aggregate_bytes() / 1024);
   notifier_.ready();
   set_status();
 
@@ -564,6 +605,10 @@ int Service::run() {
     }
   });
   loop_.every(kSecond / 10, 0, [this] { publish_metrics(); });
+  // A side of the kernel's histograms holds a second at most: its 32-bit
+  // buckets cannot fill.
+  if (opts_.aggregate)
+    loop_.every(kSecond, now + kSecond, [this] { drain_kernel(); });
   // Fed from this loop, so a stuck drain loop is what the watchdog catches.
   const int64_t watchdog_period = notifier_.watchdog_interval().count() * 1000 / 2;
   if (watchdog_period > 0) {
@@ -572,6 +617,10 @@ int Service::run() {
   }
   loop_.run();
   notifier_.stopping();
+  // The kernel side's histograms are read to the end only once nothing
+  // writes them.
+  if (opts_.aggregate)
+    tracer_->detach();
   end_interval(true);
 
   // The endpoint answers one request per connection (`Connection: close`)
@@ -581,17 +630,34 @@ int Service::run() {
   std::thread stop_metrics([server = std::move(metrics_server_)]() mutable { server.reset(); });
   demo_.reset();
   losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
+  // Each record is written or added, but both under --aggregate-check.
+  const uint64_t reported = losses_.counter(NETLATD_CNT_EMITTED) +
+                            (opts_.aggregate_check ? 0 : losses_.counter(NETLATD_CNT_AGGREGATED));
   spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
                "losses: {}",
-               losses_.counter(NETLATD_CNT_MATCHED), losses_.counter(NETLATD_CNT_QUEUED),
-               losses_.counter(NETLATD_CNT_EMITTED), losses_.summary());
+               losses_.counter(NETLATD_CNT_MATCHED), losses_.counter(NETLATD_CNT_QUEUED), reported,
+               losses_.summary());
+  int status = 0;
+  if (opts_.aggregate_check) {
+    const uint64_t ring_full = tracer_->drop_totals()[NETLATD_DROP_RINGBUF_FULL];
+    const std::string diff = compare_aggregates(check_kernel_, check_ring_);
+    if (!diff.empty() && ring_full) {
+      spdlog::warn("aggregate check: not decided, {} records did not fit the ring ({})", ring_full, diff);
+    } else if (!diff.empty()) {
+      spdlog::error("aggregate check failed: {}", diff);
+      status = static_cast<int>(ExitCode::Software);
+    } else {
+      spdlog::info("aggregate check: the kernel side's histograms equal its {} records' ({} added)",
+                   check_ring_.packets(), check_kernel_.packets());
+    }
+  }
   tracer_.reset();
   if (!sink_->flush(500))
     spdlog::warn("output {} did not take the last lines within 500 ms; {} lines dropped in all",
                  opts_.output == "-" ? "(standard output)" : opts_.output, sink_dropped());
   sink_.reset();
   stop_metrics.join();
-  return 0;
+  return status;
 }
 
 }  // namespace

@@ -120,6 +120,25 @@ void Histogram::record(uint64_t value_ns, uint64_t count) noexcept {
   max_ = std::max(max_, value_ns);
 }
 
+void Histogram::add_counts(const uint32_t *buckets, std::size_t n, uint64_t count, uint64_t sum, uint64_t min,
+                           uint64_t max) noexcept {
+  if (count == 0)
+    return;
+  n = std::min<std::size_t>(n, kBucketCount);
+  for (std::size_t i = 0; i < n; ++i) {
+    if (buckets[i] == 0)
+      continue;
+    Chunk *chunk = chunks_[i / kSubBuckets].get();
+    if (!chunk)
+      chunk = &allocate_chunk(static_cast<unsigned>(i / kSubBuckets));
+    (*chunk)[i % kSubBuckets] += buckets[i];
+  }
+  count_ += count;
+  sum_ += sum;
+  min_ = std::min(min_, min);
+  max_ = std::max(max_, max);
+}
+
 void Histogram::merge(const Histogram &other) noexcept {
   if (other.count_ == 0)
     return;

@@ -234,7 +234,7 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
                                               "output",         "format",         "outliers_over",
                                               "outliers_max_per_sec", "metrics_listen", "verbose",
                                               "ringbuf_mb", "irq", "output_group", "by", "metrics_resolution",
-                                              "netns", "cgroups"};
+                                              "netns", "cgroups", "aggregate", "aggregate_check"};
   for (auto &&[k, v] : tbl) {
     if (!known.count(std::string(k.str())))
       throw fail(v, "unknown key '" + std::string(k.str()) + "'");
@@ -391,6 +391,14 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
       throw fail(*n, "verbose must be true or false");
     into.verbose = *n->value<bool>();
   }
+  for (const char *key : {"aggregate", "aggregate_check"}) {
+    const toml::node *n = tbl.get(key);
+    if (!n || cli(key == std::string("aggregate") ? "aggregate" : "aggregate-check"))
+      continue;
+    if (!n->is_boolean())
+      throw fail(*n, std::string(key) + " must be true or false");
+    (key == std::string("aggregate") ? into.aggregate : into.aggregate_check) = *n->value<bool>();
+  }
 }
 
 CommandLine parse_command_line(int argc, const char *const *argv) {
@@ -433,6 +441,10 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   app.add_option("--ringbuf-mb", o.ringbuf_mb, "Size of the kernel-to-daemon ring buffer in MiB (default 2)");
   app.add_option("--irq", irq_lists,
                  "The interface's receive IRQ lines (e.g. 24,25 or 24-31), instead of finding them");
+  app.add_flag("--aggregate", o.aggregate,
+               "Keep the per-stage histograms in the kernel: a record only for outliers and what it cannot add");
+  app.add_flag("--aggregate-check", o.aggregate_check,
+               "--aggregate, and every record written too: checks the kernel's histograms against them at exit");
   app.add_option("--duration", o.duration_s, "Stop after this many seconds (default: run until signalled)");
   app.add_flag("-v,--verbose", o.verbose, "Debug logging, including libbpf's own messages and the verifier's walk per program");
   app.add_flag("--check", o.check, "Probe the kernel, print the hook chosen per stage, exit 0 if netlatd can run");
@@ -462,7 +474,7 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   std::vector<std::string> set_on_cli;
   for (const char *name : {"iface", "port", "interval", "output", "format", "outliers-over",
                            "outliers-max-per-sec", "metrics-listen", "ringbuf-mb", "verbose", "irq", "output-group", "by",
-                           "metrics-resolution", "netns", "cgroup"}) {
+                           "metrics-resolution", "netns", "cgroup", "aggregate", "aggregate-check"}) {
     if (app.count(std::string("--") + name) > 0)
       set_on_cli.emplace_back(name == std::string("port")     ? "ports"
                               : name == std::string("cgroup") ? "cgroups"
@@ -525,6 +537,14 @@ CommandLine parse_command_line(int argc, const char *const *argv) {
   // Several interfaces: their figures apart, whatever --by says.
   if (traces_several_ifaces(o.ifaces))
     o.by.iface = true;
+  if (o.aggregate_check)
+    o.aggregate = true;
+  if (o.aggregate && o.by.cgroup)
+    throw Error(ExitCode::Usage,
+                "--aggregate: the kernel side cannot split its histograms by cgroup; drop cgroup from --by, or --aggregate");
+  if (o.aggregate && o.by.iface)
+    throw Error(ExitCode::Usage, "--aggregate: the kernel side cannot split its histograms by interface (several are "
+                                 "always split); trace one interface, or drop --aggregate");
   return result;
 }
 

@@ -12,7 +12,7 @@ static_assert(NETLATD_MAX_IFACES == NETLATD_WIRE_IFACE_MASK + 1, "iface_id 1..64
 
 namespace {
 
-constexpr uint32_t kFlagBits = 9;  // enum netlatd_packet_flags (6) and NETLATD_WIRE_AMBIGUOUS, _RX_UNKNOWN, _FAR
+constexpr uint32_t kFlagBits = 10;  // enum netlatd_packet_flags (6), NETLATD_WIRE_AMBIGUOUS, _RX_UNKNOWN, _FAR, _AGG_CHECKED
 constexpr uint32_t kPacketFlags = NETLATD_WIRE_AMBIGUOUS - 1;
 constexpr uint8_t kUdp = 17, kTcp = 6;
 
@@ -52,6 +52,7 @@ RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd
   out.flags = static_cast<__u16>(flags & kPacketFlags);
   out.l4proto = (flags & NETLATD_PKT_TCP) ? kTcp : kUdp;
   out.reader_unknown = (flags & NETLATD_WIRE_AMBIGUOUS) ? NETLATD_READER_AMBIGUOUS : NETLATD_READER_KNOWN;
+  out.agg_checked = (flags & NETLATD_WIRE_AGG_CHECKED) ? 1 : 0;
   out.len = w.len;
   out.rx_cpu = static_cast<__u16>(w.cpus_iface & NETLATD_WIRE_CPU_MASK);
   const uint32_t iface = (w.cpus_iface >> (2 * NETLATD_WIRE_CPU_BITS)) & NETLATD_WIRE_IFACE_MASK;
@@ -91,9 +92,9 @@ std::optional<netlatd_wire_packet> encode_packet(const netlatd_packet &p) noexce
   netlatd_wire_packet w{};
   const __u64 *t = p.stamp_ns;
   if (t[NETLATD_STAMP_SYSCALL_EXIT] || (p.flags & ~kPacketFlags) ||
-      p.l4proto != ((p.flags & NETLATD_PKT_TCP) ? kTcp : kUdp) || p.reader_unknown >= NETLATD_READER_UNKNOWN_COUNT ||
+      p.l4proto != ((p.flags & NETLATD_PKT_TCP) ? kTcp : kUdp) || p.reader_unknown >= NETLATD_READER_UNKNOWN_COUNT || p.agg_checked > 1 ||
       p.iface_id < 1 || p.iface_id > NETLATD_MAX_IFACES || p.rx_cpu > NETLATD_WIRE_CPU_MASK ||
-      p.reader_cpu > NETLATD_WIRE_CPU_MASK || p._pad)
+      p.reader_cpu > NETLATD_WIRE_CPU_MASK || p._pad[0] || p._pad[1] || p._pad[2])
     return std::nullopt;
   uint32_t flags = p.flags;
   // The packet's stamps, as distances from netif_receive_skb.
@@ -127,6 +128,8 @@ std::optional<netlatd_wire_packet> encode_packet(const netlatd_packet &p) noexce
   }
   if (p.reader_unknown == NETLATD_READER_AMBIGUOUS)
     flags |= NETLATD_WIRE_AMBIGUOUS;
+  if (p.agg_checked)
+    flags |= NETLATD_WIRE_AGG_CHECKED;
   const uint64_t ret = t[NETLATD_STAMP_RECV_RETURN];
   uint32_t tid = 0;
   if (ret) {

@@ -34,6 +34,14 @@ std::vector<std::string> keep_start_only(const Options &running, Options &next) 
                                next.ringbuf_mb, running.ringbuf_mb));
     next.ringbuf_mb = running.ringbuf_mb;
   }
+  if (next.aggregate != running.aggregate || next.aggregate_check != running.aggregate_check) {
+    // Built into the loaded programs.
+    kept.push_back(fmt::format("aggregate {} differs from the running {}; restart netlatd to apply it",
+                               next.aggregate_check ? "check" : next.aggregate ? "on" : "off",
+                               running.aggregate_check ? "check" : running.aggregate ? "on" : "off"));
+    next.aggregate = running.aggregate;
+    next.aggregate_check = running.aggregate_check;
+  }
   if (next.netns != running.netns) {
     kept.push_back(
         fmt::format("netns '{}' differs from the running '{}'; restart netlatd to apply it", next.netns, running.netns));

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 namespace netlatd {
@@ -207,6 +208,62 @@ void IntervalAggregator::add(const netlatd_packet &p, const StageDurations &d) {
     if (d.of[i])
       series.stages[i].record(*d.of[i]);
   stages_stale_ = true;
+}
+
+void IntervalAggregator::add(const KernelSeries &k) {
+  if (k.data.packets == 0)
+    return;
+  series_[k.key].merge(k.data);
+  packets_ += k.data.packets;
+  tcp_ += k.tcp;
+  udp_ += k.data.packets - k.tcp;
+  tcp_bytes_ += k.tcp_bytes;
+  stages_stale_ = true;
+}
+
+std::string compare_aggregates(const IntervalAggregator &kernel, const IntervalAggregator &records) {
+  auto name = [](const SeriesKey &k) {
+    return fmt::format("series dport {} proto {} family {}", k.dport, k.proto, k.family);
+  };
+  if (kernel.packets() != records.packets() || kernel.packets_tcp() != records.packets_tcp() ||
+      kernel.tcp_bytes() != records.tcp_bytes())
+    return fmt::format("kernel {} packets ({} TCP, {} bytes), records {} ({} TCP, {} bytes)", kernel.packets(),
+                       kernel.packets_tcp(), kernel.tcp_bytes(), records.packets(), records.packets_tcp(),
+                       records.tcp_bytes());
+  if (records.unordered() || records.reader_unknown())
+    return fmt::format("{} records out of order and {} without a reader among those the kernel side added",
+                       records.unordered(), records.reader_unknown());
+  auto live = [](const SeriesMap &m) {
+    std::vector<std::pair<SeriesKey, const StageHistograms *>> out;
+    for (const auto &[key, h] : m)
+      if (h.packets)
+        out.emplace_back(key, &h);
+    return out;
+  };
+  const auto a = live(kernel.series()), b = live(records.series());
+  if (a.size() != b.size())
+    return fmt::format("kernel {} series, records {}", a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].first != b[i].first)
+      return fmt::format("kernel {}, records {}", name(a[i].first), name(b[i].first));
+    if (a[i].second->packets != b[i].second->packets)
+      return fmt::format("{}: kernel {} packets, records {}", name(a[i].first), a[i].second->packets,
+                         b[i].second->packets);
+    for (Stage s : kAllStages) {
+      const Histogram &x = a[i].second->stages[static_cast<size_t>(s)];
+      const Histogram &y = b[i].second->stages[static_cast<size_t>(s)];
+      if (x.count() != y.count() || x.sum() != y.sum() || x.min() != y.min() || x.max() != y.max())
+        return fmt::format("{} {}: kernel count {} sum {} min {} max {}, records count {} sum {} min {} max {}",
+                           name(a[i].first), stage_name(s), x.count(), x.sum(), x.min(), x.max(), y.count(), y.sum(),
+                           y.min(), y.max());
+      const auto bx = x.nonempty_buckets(), by = y.nonempty_buckets();
+      for (size_t j = 0; j < std::max(bx.size(), by.size()); ++j) {
+        if (j >= bx.size() || j >= by.size() || bx[j].lower != by[j].lower || bx[j].count != by[j].count)
+          return fmt::format("{} {}: bucket {} differs", name(a[i].first), stage_name(s), j);
+      }
+    }
+  }
+  return "";
 }
 
 const Histogram &IntervalAggregator::stage(Stage s) const noexcept {

@@ -150,6 +150,9 @@ struct Tracer::Impl {
   // --cgroup: each kept directory and the inode of the cgroup the map holds
   // for it (0: the directory was gone when last looked at).
   std::vector<std::pair<std::string, uint64_t>> cgroup_held;
+  // --aggregate (0 series: off)
+  uint32_t agg_by = 0, agg_nseries = 0;
+  std::vector<uint16_t> agg_ports;
 
   ~Impl() {
     if (ring)
@@ -233,6 +236,33 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
                  "CAP_SYSLOG shows them): readers asleep in a receive call are not recognised, so their sock_queue/oncpu split is left out where no hook gives the call's start");
   if (int err = bpf_map__set_max_entries(skel->maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
+  if (config.aggregate) {
+    uint32_t by = 0, nseries = 1;
+    if (config.agg_by.dport) {
+      by |= NETLATD_AGG_BY_DPORT;
+      nseries *= static_cast<uint32_t>(std::max<size_t>(config.ports.size(), 1));
+    }
+    if (config.agg_by.proto) {
+      by |= NETLATD_AGG_BY_PROTO;
+      nseries *= 2;
+    }
+    if (config.agg_by.family) {
+      by |= NETLATD_AGG_BY_FAMILY;
+      nseries *= 2;
+    }
+    if (config.agg_by.cgroup || config.agg_by.iface)
+      throw Error(ExitCode::Usage, "--aggregate: the kernel side splits by dport, proto and family only");
+    skel->rodata->targ_aggregate = true;
+    skel->rodata->targ_aggregate_check = config.aggregate_check;
+    skel->rodata->targ_agg_by = by;
+    skel->rodata->targ_agg_nseries = nseries;
+    impl_->agg_by = by;
+    impl_->agg_nseries = nseries;
+    impl_->agg_ports = config.ports;
+    if (int err = bpf_map__set_max_entries(skel->maps.agg_hist, 2 * nseries * NETLATD_AGG_STAGES);
+        err || (err = bpf_map__set_max_entries(skel->maps.agg_series, 2 * nseries)))
+      throw Error(ExitCode::Software, "cannot size the --aggregate histograms: " + errno_text(err));
+  }
 
   // Keep exactly the programs the plan chose; a chosen one missing from the
   // object is a build that does not match this source, never skipped.
@@ -329,9 +359,109 @@ const Tracer::VerifierWalk &Tracer::verifier_walk() const { return impl_->walk; 
 
 Tracer::~Tracer() {
   // Links first, so no program runs while the maps go away.
+  detach();
+}
+
+void Tracer::detach() {
   for (bpf_link *l : links_)
     bpf_link__destroy(l);
   links_.clear();
+}
+
+void Tracer::set_aggregate_outliers(std::optional<uint64_t> over_ns) {
+  if (!impl_->agg_nseries)
+    return;
+  const uint64_t over1 = !over_ns ? 0 : *over_ns == UINT64_MAX ? UINT64_MAX : *over_ns + 1;
+  __atomic_store_n(&impl_->skel->bss->agg_outlier_over1, over1, __ATOMIC_RELAXED);
+}
+
+uint64_t Tracer::aggregate_bytes() const {
+  if (!impl_->agg_nseries)
+    return 0;
+  return uint64_t{2} * impl_->agg_nseries *
+         (NETLATD_AGG_STAGES * sizeof(netlatd_agg_hist) + sizeof(netlatd_agg_series)) *
+         static_cast<uint64_t>(impl_->ncpus);
+}
+
+bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
+  out.clear();
+  if (!impl_->agg_nseries)
+    return true;
+  netlatd_bpf *skel = impl_->skel;
+  const size_t ncpus = static_cast<size_t>(impl_->ncpus);
+  // Writers take the side after they count themselves begun (a full barrier
+  // each side): one that saw the old epoch is in `begun` as read below.
+  const uint32_t side = __atomic_fetch_add(&skel->bss->agg_epoch, 1, __ATOMIC_SEQ_CST) & 1;
+  std::vector<netlatd_agg_seq> seq(ncpus);
+  const __u32 zero = 0;
+  const int seq_fd = bpf_map__fd(skel->maps.agg_seq);
+  if (bpf_map_lookup_elem(seq_fd, &zero, seq.data()) != 0)
+    return false;
+  std::vector<uint64_t> begun(ncpus);
+  for (size_t c = 0; c < ncpus; ++c)
+    begun[c] = seq[c].begun;
+  const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(wait_ms) * 1'000'000;
+  for (;;) {
+    bool settled = true;
+    for (size_t c = 0; c < ncpus && settled; ++c)
+      settled = seq[c].done >= begun[c];
+    if (settled)
+      break;
+    if (monotonic_ns() > deadline)
+      return false;
+    ::usleep(50);
+    if (bpf_map_lookup_elem(seq_fd, &zero, seq.data()) != 0)
+      return false;
+  }
+
+  const int series_fd = bpf_map__fd(skel->maps.agg_series), hist_fd = bpf_map__fd(skel->maps.agg_hist);
+  std::vector<netlatd_agg_series> per_cpu(ncpus);
+  const std::vector<netlatd_agg_series> series_zero(ncpus);
+  std::vector<netlatd_agg_hist> hists(ncpus);
+  std::vector<netlatd_agg_hist> hist_zero;
+  for (uint32_t s = 0; s < impl_->agg_nseries; ++s) {
+    const __u32 key = side * impl_->agg_nseries + s;
+    if (bpf_map_lookup_elem(series_fd, &key, per_cpu.data()) != 0)
+      continue;
+    KernelSeries k;
+    for (const netlatd_agg_series &v : per_cpu) {
+      k.data.packets += v.packets;
+      k.tcp += v.tcp;
+      k.tcp_bytes += v.tcp_bytes;
+    }
+    if (k.data.packets == 0)
+      continue;
+    // The series' key, as agg_series_index() made its index.
+    uint32_t rest = s;
+    if (impl_->agg_by & NETLATD_AGG_BY_FAMILY) {
+      k.key.family = (rest & 1) ? 6 : 4;
+      rest >>= 1;
+    }
+    if (impl_->agg_by & NETLATD_AGG_BY_PROTO) {
+      k.key.proto = (rest & 1) ? 6 : 17;
+      rest >>= 1;
+    }
+    if ((impl_->agg_by & NETLATD_AGG_BY_DPORT) && rest < impl_->agg_ports.size())
+      k.key.dport = impl_->agg_ports[rest];
+    for (uint32_t i = 0; i < NETLATD_AGG_STAGES; ++i) {
+      const __u32 hk = key * NETLATD_AGG_STAGES + i;
+      if (bpf_map_lookup_elem(hist_fd, &hk, hists.data()) != 0)
+        continue;
+      bool any = false;
+      for (const netlatd_agg_hist &h : hists) {
+        k.data.stages[i].add_counts(h.buckets, NETLATD_AGG_BUCKETS, h.count, h.sum, h.min, h.max);
+        any = any || h.count != 0;
+      }
+      if (any) {
+        if (hist_zero.empty())
+          hist_zero.resize(ncpus);  // zeroed: value-initialized
+        bpf_map_update_elem(hist_fd, &hk, hist_zero.data(), BPF_ANY);
+      }
+    }
+    bpf_map_update_elem(series_fd, &key, series_zero.data(), BPF_ANY);
+    out.push_back(std::move(k));
+  }
+  return true;
 }
 
 std::vector<Tracer::CgroupChange> Tracer::refresh_cgroup_filters() {

@@ -82,7 +82,8 @@ struct netlatd_packet {
 	__u16 flags;         /* enum netlatd_packet_flags */
 	__u8 l4proto;        /* IPPROTO_UDP / IPPROTO_TCP */
 	__u8 reader_unknown; /* enum netlatd_reader_unknown */
-	__u32 _pad;
+	__u8 agg_checked;    /* --aggregate-check: the kernel side added this record to its histograms too */
+	__u8 _pad[3];
 	__u64 reader_cgroup; /* the reader's cgroup v2 id; 0 unless asked for (--by cgroup) or no reader */
 };
 
@@ -265,7 +266,54 @@ enum netlatd_counter {
 	NETLATD_CNT_CGROUP_OUTSIDE,    /* records not written (--cgroup): their reader is in none of the cgroups */
 	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
 	NETLATD_CNT_READER_STAMP_FAR,  /* records with a reader stamp left out, over 4.29 s before the return (counted by the daemon: NETLATD_WIRE_FAR) */
+	NETLATD_CNT_AGGREGATED,        /* --aggregate: records added to the kernel side's histograms instead of the ring */
 	NETLATD_CNT_COUNT
+};
+
+/*
+ * --aggregate: the kernel side adds a record it would have written to
+ * per-stage histograms of its own (bpf/aggregate.bpf.h), with the buckets of
+ * src/histogram.cpp, for values below 2^36 ns (68.7 s). A record it cannot
+ * add exactly (a stage that long, stamps out of order or left out, no reader
+ * named, an outlier) is written to the ring as before.
+ *
+ * Two sides, by the parity of agg_epoch (.bss): writers add to one while the
+ * daemon reads and zeroes the other. Per side, per series of the breakdown,
+ * per stage, per CPU: one netlatd_agg_hist; per side and series, one
+ * netlatd_agg_series. Per CPU, netlatd_agg_seq counts the writers that began
+ * and those done: the daemon reads a side once every writer that began before
+ * the flip is done.
+ */
+#define NETLATD_AGG_STAGES 7        /* enum class Stage (stages.hpp), in its order */
+#define NETLATD_AGG_BUCKETS 1984    /* Histogram::bucket_index of every value below NETLATD_AGG_MAX_NS */
+#define NETLATD_AGG_MAX_NS (1ull << 36)
+#define NETLATD_AGG_MAX_SERIES 64   /* ports (16) x protocols (2) x families (2) */
+/* netlatd_agg_cfg.by: what the kernel side splits its histograms by. */
+#define NETLATD_AGG_BY_DPORT 1u
+#define NETLATD_AGG_BY_PROTO 2u
+#define NETLATD_AGG_BY_FAMILY 4u
+/* netlatd_wire_packet.tid_flags: a record written although the kernel side
+ * also added it (--aggregate-check): the daemon checks one against the other. */
+#define NETLATD_WIRE_AGG_CHECKED (1u << 9)
+
+struct netlatd_agg_hist {
+	__u64 count;
+	__u64 sum;
+	__u64 min;   /* valid when count is not 0 */
+	__u64 max;
+	__u32 buckets[NETLATD_AGG_BUCKETS]; /* zeroed by the daemon at each read: a second holds no 2^32 */
+};
+
+struct netlatd_agg_series {
+	__u64 packets;
+	__u64 tcp;
+	__u64 tcp_bytes;
+	__u64 _pad;
+};
+
+struct netlatd_agg_seq {
+	__u64 begun;
+	__u64 done;
 };
 
 #endif /* NETLATD_ABI_H */

@@ -63,6 +63,15 @@ struct StageHistograms {
 };
 using SeriesMap = std::map<SeriesKey, StageHistograms>;
 
+// One series as the kernel side added it (--aggregate): its packets (of
+// them TCP, and their payload) and per-stage histograms.
+struct KernelSeries {
+  SeriesKey key;
+  StageHistograms data;
+  uint64_t tcp = 0;
+  uint64_t tcp_bytes = 0;
+};
+
 // The JSON's cut: per port, protocol and family, the kCgroupTopN cgroups with
 // the most packets (ties: the lower id) keep their own series; the others are
 // merged into one series of cgroup kOtherCgroup. Records without a reader

@@ -42,6 +42,11 @@ public:
   // out-of-memory on the daemon's hot path.
   void record(uint64_t value_ns, uint64_t count = 1) noexcept;
   void merge(const Histogram &other) noexcept;
+  // Counts kept with these buckets elsewhere (the kernel side's, --aggregate):
+  // buckets[i] values fell in bucket i (n at most kBucketCount), and `count`,
+  // `sum`, `min`, `max` are theirs exactly.
+  void add_counts(const uint32_t *buckets, std::size_t n, uint64_t count, uint64_t sum, uint64_t min,
+                  uint64_t max) noexcept;
   void reset() noexcept;  // keeps the chunks it has
 
   uint64_t count() const noexcept { return count_; }

@@ -40,6 +40,12 @@ struct Options {
   // (sorted, unique); empty = discover them (see find_irq_lines).
   std::vector<int> irqs;
   bool verbose = false;
+  // --aggregate: the kernel side keeps the per-stage histograms and writes a
+  // record only for an outlier or what it cannot add (docs/OUTPUT.md).
+  // --aggregate-check: and writes every record too, to check one against the
+  // other at exit (implies aggregate).
+  bool aggregate = false;
+  bool aggregate_check = false;
   bool check = false;
   bool demo = false;
   std::optional<double> duration_s;  // stop by itself after this long (demo, tests); at most 1e9 s

@@ -50,6 +50,9 @@ public:
   // allocates it (not noexcept, unlike the totals).
   void add(const netlatd_packet &p);
   void add(const netlatd_packet &p, const StageDurations &d);  // d: stage_durations(p)
+  // What the kernel side added (--aggregate): records that were all named,
+  // in order, each stage known exactly as add() would have it.
+  void add(const KernelSeries &k);
   void reset() noexcept;  // keeps the series it has, emptied
   // Another split from the next record on; drops the series.
   void set_breakdown(BreakdownSpec by);
@@ -75,6 +78,11 @@ private:
   mutable bool stages_stale_ = false;
   uint64_t packets_ = 0, udp_ = 0, tcp_ = 0, unordered_ = 0, reader_unknown_ = 0, tcp_bytes_ = 0;
 };
+
+// --aggregate-check: "" when both hold the same series, packets and
+// histograms (counts, sums, minima, maxima, buckets); else the first
+// difference, in one line.
+std::string compare_aggregates(const IntervalAggregator &kernel, const IntervalAggregator &records);
 
 // NAPI polls of the watched interface in one interval (tp_btf/napi_poll).
 struct NapiStats {

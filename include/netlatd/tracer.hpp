@@ -8,11 +8,13 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <linux/types.h>
 #include "netlatd/abi.h"
+#include "netlatd/breakdown.hpp"
 #include "netlatd/hooks.hpp"
 
 struct bpf_link;
@@ -26,6 +28,12 @@ struct TracerConfig {
   // --cgroup: directories of the cgroups whose readers' records are kept
   // (at most NETLATD_MAX_CGROUP_FILTERS); empty = every reader.
   std::vector<std::string> cgroup_dirs;
+  // --aggregate: the kernel side keeps the per-stage histograms, split by
+  // the dport, proto and family of `agg_by`; --aggregate-check: and writes
+  // every record too, marked.
+  bool aggregate = false;
+  bool aggregate_check = false;
+  BreakdownSpec agg_by;
 };
 
 // A device whose packets count for a traced interface: the interface
@@ -85,6 +93,22 @@ public:
     enum { Gone, Followed } what;
   };
   std::vector<CgroupChange> refresh_cgroup_filters();
+
+  // --aggregate: moves what the kernel side added since the last call into
+  // `out`, one entry per series with packets. Writers switch to the other
+  // side first; a side is read once every writer that began before the
+  // switch is done. Returns false when they are not within `wait_ms` (a
+  // vCPU stalled mid-write): nothing is lost, that side is read by a later
+  // call. Cheap without --aggregate (returns true at once).
+  bool drain_aggregate(std::vector<KernelSeries> &out, int wait_ms = 100);
+  // --aggregate: a record whose total is over this is an outlier, written to
+  // the ring (nullopt: no outliers; 0: every record).
+  void set_aggregate_outliers(std::optional<uint64_t> over_ns);
+  // Kernel memory the --aggregate histograms take (both sides, every CPU).
+  uint64_t aggregate_bytes() const;
+  // Detaches every program now (the destructor does too): what they wrote
+  // can then be read to the end.
+  void detach();
 
   size_t programs_attached() const { return links_.size(); }
   // What loading the programs cost: the time, and the program the verifier

@@ -152,6 +152,24 @@ TEST_CASE("output_group: adm by default, the config file's, the command line's o
   CHECK(code_of({"--config", bad.path.c_str()}) == ExitCode::Config);
 }
 
+TEST_CASE("aggregate: set on the command line or in the config; a split the kernel cannot keep is a usage error",
+          "[cli][config][aggregate]") {
+  CHECK_FALSE(parse({"--iface", "lo", "--port", "5000"}).options.aggregate);
+  CHECK(parse({"--iface", "lo", "--port", "5000", "--aggregate"}).options.aggregate);
+  auto check = parse({"--iface", "lo", "--port", "5000", "--aggregate-check"}).options;
+  CHECK(check.aggregate);
+  CHECK(check.aggregate_check);
+  TempFile cfg("iface = \"lo\"\nports = [5000]\naggregate = true\n");
+  CHECK(parse({"--config", cfg.path.c_str()}).options.aggregate);
+  CHECK_FALSE(parse({"--config", cfg.path.c_str()}).options.aggregate_check);
+  TempFile bad("iface = \"lo\"\nports = [5000]\naggregate = \"yes\"\n");
+  CHECK(code_of({"--config", bad.path.c_str()}) == ExitCode::Config);
+  CHECK(code_of({"--iface", "lo", "--port", "5000", "--aggregate", "--by", "dport,cgroup"}) == ExitCode::Usage);
+  CHECK(code_of({"--iface", "lo", "--iface", "eth0", "--port", "5000", "--aggregate"}) == ExitCode::Usage);
+  CHECK(code_of({"--iface", "lo", "--port", "5000", "--aggregate", "--by", "dport,proto,family"}) == ExitCode::Ok);
+  CHECK(code_of({"--iface", "lo", "--port", "5000", "--aggregate", "--by", "none"}) == ExitCode::Ok);
+}
+
 TEST_CASE("ports are de-duplicated and sorted; durations parse", "[cli]") {
   auto cl = parse({"--iface", "lo", "--port", "6000", "--port", "5000", "--port", "6000"});
   CHECK(cl.options.ports == std::vector<uint16_t>{5000, 6000});

@@ -457,3 +457,40 @@ TEST_CASE("copies and merges take only the chunks that hold counts", "[histogram
   REQUIRE(into.allocated_bytes() == 2 * kChunkBytes);
   REQUIRE(into.nonempty_buckets().size() == 2);
 }
+
+// --aggregate: the kernel side keeps counts with the same buckets, and the
+// daemon adds them with their exact totals. The same values recorded one by
+// one must give the same histogram.
+TEST_CASE("counts kept elsewhere with these buckets add up to the same histogram", "[histogram][aggregate]") {
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> buckets(Histogram::kBucketCount);
+  Histogram direct, added;
+  added.record(5000);  // what was there before is kept
+  direct.record(5000);
+  uint64_t count = 0, sum = 0, lo = UINT64_MAX, hi = 0;
+  for (int i = 0; i < 20000; i++) {
+    const uint64_t v = rng() % (uint64_t{1} << (rng() % 36));
+    direct.record(v);
+    buckets[Histogram::bucket_index(v)]++;
+    count++;
+    sum += v;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  added.add_counts(buckets.data(), buckets.size(), count, sum, lo, hi);
+  CHECK(added.count() == direct.count());
+  CHECK(added.sum() == direct.sum());
+  CHECK(added.min() == direct.min());
+  CHECK(added.max() == direct.max());
+  for (double p : {1.0, 50.0, 90.0, 99.0, 99.9})
+    CHECK(added.percentile(p) == direct.percentile(p));
+  const auto a = added.nonempty_buckets(), d = direct.nonempty_buckets();
+  REQUIRE(a.size() == d.size());
+  for (size_t i = 0; i < a.size(); i++) {
+    CHECK(a[i].lower == d[i].lower);
+    CHECK(a[i].count == d[i].count);
+  }
+  Histogram none;
+  none.add_counts(buckets.data(), buckets.size(), 0, 0, 0, 0);  // nothing added
+  CHECK(none.count() == 0);
+}

@@ -157,6 +157,63 @@ TEST_CASE("IntervalAggregator counts protocols and records known stages", "[repo
   }
 }
 
+// --aggregate: the kernel side's series go into the same aggregate as
+// records, and --aggregate-check compares two aggregates series by series.
+TEST_CASE("IntervalAggregator takes the kernel's series; compare_aggregates finds any difference",
+          "[report][aggregator][aggregate]") {
+  IntervalAggregator records, kernel;
+  std::vector<netlatd_packet> packets{lo_packet(1'000'000, 2'000, 3'000, 10'000, 4'000, kUdp),
+                                      lo_packet(2'000'000, 2'500, 3'500, 20'000, 5'000, kTcp),
+                                      lo_packet(3'000'000, 900, 700, 3'000, 4'100, kUdp)};
+  packets[1].len = 1400;
+  for (const netlatd_packet &p : packets)
+    records.add(p);
+  CHECK(compare_aggregates(records, records).empty());
+  CHECK_FALSE(compare_aggregates(kernel, records).empty());  // the kernel added nothing
+
+  // What the kernel side would have added: per series, each stage's values.
+  auto kernel_series = [&](uint8_t proto) {
+    KernelSeries k;
+    k.key.dport = 5000;
+    k.key.proto = proto;
+    IntervalAggregator one;
+    for (const netlatd_packet &p : packets)
+      if (p.l4proto == proto) {
+        one.add(p);
+        k.data.packets++;
+        k.tcp += proto == kTcp;
+        k.tcp_bytes += proto == kTcp ? p.len : 0;
+      }
+    for (Stage s : kAllStages)
+      k.data.stages[static_cast<size_t>(s)] = one.stage(s);
+    return k;
+  };
+  kernel.add(kernel_series(kUdp));
+  kernel.add(kernel_series(kTcp));
+  CHECK(kernel.packets() == 3);
+  CHECK(kernel.packets_udp() == 2);
+  CHECK(kernel.packets_tcp() == 1);
+  CHECK(kernel.tcp_bytes() == 1400);
+  CHECK(kernel.stage(Stage::Total).count() == 3);
+  CHECK(kernel.stage(Stage::Total).max() == records.stage(Stage::Total).max());
+  CHECK(compare_aggregates(kernel, records).empty());
+
+  SECTION("one value in another bucket") {
+    packets[2] = lo_packet(3'000'000, 900, 700, 3'000, 4'200, kUdp);  // oncpu 4.1 -> 4.2 us
+    IntervalAggregator moved;
+    moved.add(kernel_series(kUdp));
+    moved.add(kernel_series(kTcp));
+    const std::string diff = compare_aggregates(moved, records);
+    CHECK(diff.find("oncpu") != std::string::npos);
+  }
+  SECTION("a packet more in one series") {
+    KernelSeries extra = kernel_series(kUdp);
+    extra.data.packets = 1;
+    kernel.add(extra);
+    CHECK_FALSE(compare_aggregates(kernel, records).empty());
+  }
+}
+
 TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "[report][json]") {
   IntervalAggregator agg;
   std::vector<uint64_t> queue_delays;

@@ -1,0 +1,322 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side, --aggregate: a record added to per-stage histograms
+ * here instead of being written to the ring (abi.h says how the daemon reads
+ * them). The record is built exactly as it would be written (fill_packet,
+ * fill_reader), then read back the way the daemon decodes it
+ * (src/record.cpp) and split into stages the way src/stages.cpp does, so
+ * both modes put a packet into the same buckets; --aggregate-check checks
+ * that on the running kernel. Whatever the daemon would count rather than
+ * add (stamps out of order or left out, no reader named) is written to the
+ * ring instead, as are stages of 2^36 ns or more and outliers. */
+#ifndef NETLATD_AGGREGATE_BPF_H
+#define NETLATD_AGGREGATE_BPF_H
+
+const volatile bool targ_aggregate = false;
+const volatile bool targ_aggregate_check = false;
+const volatile __u32 targ_agg_by = 0;      /* NETLATD_AGG_BY_* */
+const volatile __u32 targ_agg_nseries = 1; /* series per side */
+
+/* Written by the daemon. */
+volatile __u32 agg_epoch = 0; /* its parity is the side written */
+/* --outliers-over plus one (a total over it is an outlier, written to the
+ * ring); 1: every record is one (--outliers-over 0); 0: no outliers. */
+volatile __u64 agg_outlier_over1 = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* 2 sides x targ_agg_nseries x NETLATD_AGG_STAGES, set at load */
+	__type(key, __u32);
+	__type(value, struct netlatd_agg_hist);
+} agg_hist SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1); /* 2 sides x targ_agg_nseries, set at load */
+	__type(key, __u32);
+	__type(value, struct netlatd_agg_series);
+} agg_series SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct netlatd_agg_seq);
+} agg_seq SEC(".maps");
+
+/* The record being added, its stamps and its stages, off the stack: on 6.1
+ * every frame counts at least 32 bytes, and this function's is the fourth of
+ * the receive return's deepest call chain (the program, read_step, emit_rec),
+ * which leaves it 32. Kept in map memory, what it works out needs no spills. */
+enum agg_stamp {
+	AGG_T_IRQ,
+	AGG_T_RAISE,
+	AGG_T_ENTRY,
+	AGG_T_RCV,
+	AGG_T_QUEUED,
+	AGG_T_WOKE,
+	AGG_T_RS,
+	AGG_T_COPY,
+	AGG_T_RET,
+	AGG_T_SW,
+	AGG_T_CALL,
+	AGG_T_COUNT
+};
+/* stamps_ordered(): the path, in order (the switch-in and call start are
+ * not on it; the read start stands for them). */
+#define AGG_PATH_LEN 9
+
+struct agg_scratch {
+	struct netlatd_wire_packet rec;
+	__u64 t[AGG_T_COUNT];            /* 0: not seen */
+	__u64 stage[NETLATD_AGG_STAGES]; /* AGG_NONE: the stage is not known */
+	__u32 series;                    /* of its side */
+	__u32 _pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct agg_scratch);
+} agg_scratches SEC(".maps");
+
+#define AGG_NONE (~0ULL)
+
+/* span() of stages.cpp: a stamp of 0 is not seen. */
+static __always_inline __u64 agg_span(__u64 start, __u64 end)
+{
+	if (!start || !end || end < start)
+		return AGG_NONE;
+	return end - start;
+}
+
+/* Histogram::bucket_index, for values below NETLATD_AGG_MAX_NS. */
+static __always_inline __u32 agg_bucket(__u64 v)
+{
+	if (v < 64)
+		return (__u32)v;
+	__u64 x = v;
+	__u32 msb = 0;
+	if (x >> 32) {
+		x >>= 32;
+		msb += 32;
+	}
+	if (x >> 16) {
+		x >>= 16;
+		msb += 16;
+	}
+	if (x >> 8) {
+		x >>= 8;
+		msb += 8;
+	}
+	if (x >> 4) {
+		x >>= 4;
+		msb += 4;
+	}
+	if (x >> 2) {
+		x >>= 2;
+		msb += 2;
+	}
+	if (x >> 1)
+		msb += 1;
+	__u32 shift = msb - 6;
+	return shift * 64 + (__u32)(v >> shift);
+}
+
+/* Which series of its side the record goes to: series_key() of
+ * src/breakdown.cpp, as an index; -1 for a port not watched. */
+static __always_inline int agg_series_index(const struct netlatd_wire_packet *rec, __u32 flags)
+{
+	__u32 idx = 0;
+	if (targ_agg_by & NETLATD_AGG_BY_DPORT) {
+		int found = -1;
+		for (__u32 i = 0; i < NETLATD_MAX_PORTS; i++) {
+			if (i >= targ_nports)
+				break;
+			if (targ_ports[i] == rec->dport) {
+				found = i;
+				break;
+			}
+		}
+		if (found < 0)
+			return -1;
+		idx = found;
+	}
+	if (targ_agg_by & NETLATD_AGG_BY_PROTO)
+		idx = idx * 2 + ((flags & NETLATD_PKT_TCP) ? 1 : 0);
+	if (targ_agg_by & NETLATD_AGG_BY_FAMILY)
+		idx = idx * 2 + ((flags & NETLATD_PKT_IPV6) ? 1 : 0);
+	if (idx >= targ_agg_nseries)
+		return -1;
+	return idx;
+}
+
+/* A reader stamp as the daemon decodes it: `before` is its distance before
+ * the return, plus one; 0 is not seen. */
+static __always_inline __u64 agg_reader_stamp(__u64 ret, __u32 before)
+{
+	return before ? ret - (before - 1) : 0;
+}
+
+/* read_start() of stages.cpp, from the stamps in `sc`. */
+static __always_inline __u64 agg_read_start(const struct agg_scratch *sc, __u32 flags)
+{
+	__u64 queued = sc->t[AGG_T_QUEUED], woke = sc->t[AGG_T_WOKE];
+	__u64 sw = sc->t[AGG_T_SW], call = sc->t[AGG_T_CALL];
+	if (!queued)
+		return 0;
+	if (woke && (!call || woke >= call) && ((flags & NETLATD_PKT_SLEPT_IN_CALL) || call))
+		return sw && sw >= woke ? sw : 0;
+	if (!call)
+		return 0;
+	if (call >= queued)
+		return call;
+	if (!sw)
+		return 0;
+	return sw >= call ? max_u64(queued, sw) : queued;
+}
+
+/* The record of `rx` read by `v`, built as it would be written and decoded
+ * as the daemon would decode it, into this CPU's scratch: 1, or 0 when it is
+ * one the daemon counts rather than adds. agg_build, agg_stages and agg_add
+ * are global functions called one after the other (frames side by side, not
+ * nested), each walked once by the verifier, each within 32 bytes of stack. */
+__noinline int agg_build(const struct netlatd_rx *rx, __u32 queue_after, const struct read_view *v)
+{
+	__u32 zero = 0;
+	if (!rx || !v)
+		return 0;
+	struct agg_scratch *sc = bpf_map_lookup_elem(&agg_scratches, &zero);
+	if (!sc)
+		return 0;
+	struct netlatd_wire_packet *rec = &sc->rec;
+	fill_packet(rec, rx, queue_after, true);
+	fill_reader(rec, v, queue_after ? rx->receive_ns + queue_after : 0);
+	__u32 flags = rec->tid_flags >> NETLATD_WIRE_TID_BITS;
+	/* Left to the daemon to count: a reader stamp left out, or no reader
+	 * it could name. */
+	if ((flags & NETLATD_WIRE_FAR) || !(rec->tid_flags & NETLATD_WIRE_TID_MASK))
+		return 0;
+
+	/* The stamps as RecordDecoder::decode gives them. */
+	__u64 rcv = rec->receive_ns, ret = rec->recv_return_ns;
+	sc->t[AGG_T_IRQ] = rec->irq_before ? rcv - rec->irq_before : 0;
+	sc->t[AGG_T_RAISE] = rec->raise_before ? rcv - rec->raise_before : 0;
+	sc->t[AGG_T_ENTRY] = rec->softirq_before ? rcv - rec->softirq_before : 0;
+	sc->t[AGG_T_RCV] = rcv;
+	sc->t[AGG_T_QUEUED] = rec->queue_after ? rcv + rec->queue_after : 0;
+	sc->t[AGG_T_WOKE] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_WAKEUP]);
+	sc->t[AGG_T_COPY] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_COPY]);
+	sc->t[AGG_T_RET] = ret;
+	sc->t[AGG_T_SW] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_SWITCH_IN]);
+	sc->t[AGG_T_CALL] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_CALL_START]);
+	sc->t[AGG_T_RS] = agg_read_start(sc, flags);
+	return 1;
+}
+
+/* The stages of the record agg_build left in the scratch, and its series:
+ * 1, or 0 when it is to be written to the ring instead. */
+__noinline int agg_stages(void)
+{
+	__u32 zero = 0;
+	struct agg_scratch *sc = bpf_map_lookup_elem(&agg_scratches, &zero);
+	if (!sc)
+		return 0;
+
+	/* stamps_ordered(): an out-of-order record is counted, not added. */
+	__u64 latest = 0;
+#pragma clang loop unroll(disable)
+	for (int i = 0; i < AGG_PATH_LEN; i++) {
+		__u64 t = sc->t[i];
+		if (!t)
+			continue;
+		if (t < latest)
+			return 0;
+		latest = t;
+	}
+	asm volatile("" ::: "memory");
+
+	/* Each stage from memory, one at a time (the barrier keeps clang from
+	 * holding the stamps in registers across them, which spills). */
+#define AGG_STAGE(i, from, to)                   \
+	do {                                     \
+		sc->stage[i] = agg_span(from, to); \
+		asm volatile("" ::: "memory");   \
+	} while (0)
+	AGG_STAGE(0, sc->t[AGG_T_IRQ], sc->t[AGG_T_ENTRY]);
+	AGG_STAGE(1, sc->t[AGG_T_ENTRY], sc->t[AGG_T_RCV]);
+	AGG_STAGE(2, sc->t[AGG_T_RCV], sc->t[AGG_T_QUEUED]);
+	AGG_STAGE(3, sc->t[AGG_T_QUEUED], sc->t[AGG_T_RS]);
+	AGG_STAGE(4, sc->t[AGG_T_RS], sc->t[AGG_T_RET]);
+	AGG_STAGE(5, sc->t[AGG_T_QUEUED], sc->t[AGG_T_RET]);
+	/* total: from the first of irq, raise, softirq entry, netif_receive_skb */
+	__u64 first = sc->t[AGG_T_IRQ];
+	if (!first)
+		first = sc->t[AGG_T_RAISE];
+	if (!first)
+		first = sc->t[AGG_T_ENTRY];
+	if (!first)
+		first = sc->t[AGG_T_RCV];
+	AGG_STAGE(6, first, sc->t[AGG_T_RET]);
+#undef AGG_STAGE
+	for (int i = 0; i < NETLATD_AGG_STAGES; i++)
+		if (sc->stage[i] != AGG_NONE && sc->stage[i] >= NETLATD_AGG_MAX_NS)
+			return 0;
+	__u64 over1 = agg_outlier_over1;
+	if (over1 && (over1 == 1 || (sc->stage[6] != AGG_NONE && sc->stage[6] >= over1)))
+		return 0;
+	int series = agg_series_index(&sc->rec, sc->rec.tid_flags >> NETLATD_WIRE_TID_BITS);
+	if (series < 0)
+		return 0;
+	sc->series = series;
+	return 1;
+}
+
+/* Adds the record agg_stages left in the scratch to this side's histograms. */
+__noinline int agg_add(void)
+{
+	__u32 zero = 0;
+	struct agg_scratch *sc = bpf_map_lookup_elem(&agg_scratches, &zero);
+	if (!sc)
+		return 0;
+	struct netlatd_agg_seq *seq = bpf_map_lookup_elem(&agg_seq, &zero);
+	if (!seq)
+		return 0;
+	/* A full barrier before the epoch is read: a daemon that flipped it and
+	 * then saw this writer not begun cannot see it write the old side. */
+	__sync_fetch_and_add(&seq->begun, 1);
+	__u32 key = (agg_epoch & 1) * targ_agg_nseries + sc->series;
+	struct netlatd_agg_series *se = bpf_map_lookup_elem(&agg_series, &key);
+	if (se) {
+		se->packets++;
+		if ((sc->rec.tid_flags >> NETLATD_WIRE_TID_BITS) & NETLATD_PKT_TCP) {
+			se->tcp++;
+			se->tcp_bytes += sc->rec.len;
+		}
+	}
+	key *= NETLATD_AGG_STAGES;
+	for (__u32 i = 0; i < NETLATD_AGG_STAGES; i++) {
+		__u64 d = sc->stage[i];
+		if (d == AGG_NONE)
+			continue;
+		__u32 k = key + i;
+		struct netlatd_agg_hist *h = bpf_map_lookup_elem(&agg_hist, &k);
+		if (!h)
+			continue;
+		__u32 bucket = agg_bucket(d);
+		if (bucket >= NETLATD_AGG_BUCKETS)
+			continue;
+		if (!h->count || d < h->min)
+			h->min = d;
+		if (d > h->max)
+			h->max = d;
+		h->count++;
+		h->sum += d;
+		h->buckets[bucket]++;
+	}
+	__sync_fetch_and_add(&seq->done, 1);
+	COUNT(counters, NETLATD_CNT_AGGREGATED);
+	return 1;
+}
+
+#endif /* NETLATD_AGGREGATE_BPF_H */
