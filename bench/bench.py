@@ -518,6 +518,8 @@ class Bench:
             v += list(FLOOR_VARIANTS)
         if self.a.netlatd:
             v += ["netlatd", "netlatd-outliers"]
+            if not self.a.no_aggregate:
+                v.append("netlatd-aggregate")
         if self.a.netlatd_b:
             v.append("netlatd-b")
         if shutil.which("bpftrace") and not self.a.no_bpftrace:
@@ -540,8 +542,9 @@ class Bench:
         info = {}
         if variant == "baseline":
             return None, info
-        if variant in ("netlatd", "netlatd-outliers", "netlatd-b"):
-            extra = ["--outliers-over", "1us"] if variant == "netlatd-outliers" else []
+        if variant in ("netlatd", "netlatd-outliers", "netlatd-aggregate", "netlatd-b"):
+            extra = {"netlatd-outliers": ["--outliers-over", "1us"],
+                     "netlatd-aggregate": ["--aggregate"]}.get(variant, [])
             pr = self.start_netlatd(iface, ports, extra, name=variant,
                                     binary=self.a.netlatd_b if variant == "netlatd-b" else None)
             timeout = 15
@@ -853,6 +856,8 @@ class Bench:
         tracers = [v for v in self.variants() if v in FLOOR_VARIANTS]
         if a.netlatd:
             tracers.append("netlatd")
+        if "netlatd-aggregate" in self.variants():
+            tracers.append("netlatd-aggregate")
         if a.netlatd_b:
             tracers.append("netlatd-b")
         if "bpftrace" in self.variants():
@@ -1474,6 +1479,9 @@ def main():
     ap.add_argument("--netns", help="namespace name (default nlbench-PID)")
     ap.add_argument("--no-bpftrace", action="store_true")
     ap.add_argument("--no-perf", action="store_true")
+    ap.add_argument("--no-aggregate", action="store_true",
+                    help="skip the netlatd-aggregate variant (netlatd --aggregate: histograms kept in the "
+                         "kernel, records only for outliers)")
     ap.add_argument("--no-floor", action="store_true",
                     help="skip the floor variants (nlbench-floor at netlatd's hooks)")
     ap.add_argument("--no-sockperf", action="store_true",

@@ -15,6 +15,7 @@ const volatile bool targ_aggregate = false;
 const volatile bool targ_aggregate_check = false;
 const volatile __u32 targ_agg_by = 0;      /* NETLATD_AGG_BY_* */
 const volatile __u32 targ_agg_nseries = 1; /* series per side */
+const volatile __u32 targ_agg_ncpus = 1;   /* possible CPUs */
 
 /* Written by the daemon. */
 volatile __u32 agg_epoch = 0; /* its parity is the side written */
@@ -22,26 +23,16 @@ volatile __u32 agg_epoch = 0; /* its parity is the side written */
  * ring); 1: every record is one (--outliers-over 0); 0: no outliers. */
 volatile __u64 agg_outlier_over1 = 0;
 
+/* One block per side, series and CPU: ((side * nseries) + series) * ncpus +
+ * cpu. A plain array indexed by CPU, not a per-CPU map: a per-CPU value is
+ * at most 32 KiB, and a block holds every stage, so a record takes one
+ * lookup. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1); /* 2 sides x targ_agg_nseries x NETLATD_AGG_STAGES, set at load */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1); /* 2 x targ_agg_nseries x targ_agg_ncpus, set at load */
 	__type(key, __u32);
-	__type(value, struct netlatd_agg_hist);
-} agg_hist SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1); /* 2 sides x targ_agg_nseries, set at load */
-	__type(key, __u32);
-	__type(value, struct netlatd_agg_series);
-} agg_series SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct netlatd_agg_seq);
-} agg_seq SEC(".maps");
+	__type(value, struct netlatd_agg_block);
+} agg_blocks SEC(".maps");
 
 /* The record being added, its stamps and its stages, off the stack: on 6.1
  * every frame counts at least 32 bytes, and this function's is the fourth of
@@ -66,6 +57,7 @@ enum agg_stamp {
 #define AGG_PATH_LEN 9
 
 struct agg_scratch {
+	struct netlatd_agg_seq seq;      /* first: the daemon reads it */
 	struct netlatd_wire_packet rec;
 	__u64 t[AGG_T_COUNT];            /* 0: not seen */
 	__u64 stage[NETLATD_AGG_STAGES]; /* AGG_NONE: the stage is not known */
@@ -279,43 +271,37 @@ __noinline int agg_add(void)
 	struct agg_scratch *sc = bpf_map_lookup_elem(&agg_scratches, &zero);
 	if (!sc)
 		return 0;
-	struct netlatd_agg_seq *seq = bpf_map_lookup_elem(&agg_seq, &zero);
-	if (!seq)
-		return 0;
 	/* A full barrier before the epoch is read: a daemon that flipped it and
 	 * then saw this writer not begun cannot see it write the old side. */
-	__sync_fetch_and_add(&seq->begun, 1);
-	__u32 key = (agg_epoch & 1) * targ_agg_nseries + sc->series;
-	struct netlatd_agg_series *se = bpf_map_lookup_elem(&agg_series, &key);
-	if (se) {
-		se->packets++;
-		if ((sc->rec.tid_flags >> NETLATD_WIRE_TID_BITS) & NETLATD_PKT_TCP) {
-			se->tcp++;
-			se->tcp_bytes += sc->rec.len;
-		}
+	__sync_fetch_and_add(&sc->seq.begun, 1);
+	__u32 key = ((agg_epoch & 1) * targ_agg_nseries + sc->series) * targ_agg_ncpus + bpf_get_smp_processor_id();
+	struct netlatd_agg_block *b = bpf_map_lookup_elem(&agg_blocks, &key);
+	if (!b) {
+		__sync_fetch_and_add(&sc->seq.done, 1);
+		return 0;
 	}
-	key *= NETLATD_AGG_STAGES;
+	b->packets++;
+	if ((sc->rec.tid_flags >> NETLATD_WIRE_TID_BITS) & NETLATD_PKT_TCP) {
+		b->tcp++;
+		b->tcp_bytes += sc->rec.len;
+	}
 	for (__u32 i = 0; i < NETLATD_AGG_STAGES; i++) {
 		__u64 d = sc->stage[i];
 		if (d == AGG_NONE)
 			continue;
-		__u32 k = key + i;
-		struct netlatd_agg_hist *h = bpf_map_lookup_elem(&agg_hist, &k);
-		if (!h)
-			continue;
 		__u32 bucket = agg_bucket(d);
 		if (bucket >= NETLATD_AGG_BUCKETS)
 			continue;
-		if (!h->count || d < h->min)
-			h->min = d;
-		if (d > h->max)
-			h->max = d;
-		h->count++;
-		h->sum += d;
-		h->buckets[bucket]++;
+		struct netlatd_agg_stage *st = &b->stage[i];
+		if (!st->count || d < st->min)
+			st->min = d;
+		if (d > st->max)
+			st->max = d;
+		st->count++;
+		st->sum += d;
+		b->buckets[i][bucket]++;
 	}
-	__sync_fetch_and_add(&seq->done, 1);
-	COUNT(counters, NETLATD_CNT_AGGREGATED);
+	__sync_fetch_and_add(&sc->seq.done, 1);
 	return 1;
 }
 

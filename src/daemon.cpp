@@ -170,6 +170,7 @@ private:
   // records it also wrote; compared at exit.
   IntervalAggregator check_kernel_, check_ring_;
   bool drain_late_warned_ = false;
+  uint64_t kernel_added_ = 0;  // --aggregate: records the kernel side added, since start
   RateLimit outlier_limit_;
   uint64_t outliers_suppressed_ = 0;
   ClockOffset mono_to_real_;  // see measure_realtime_offset
@@ -271,6 +272,7 @@ void Service::drain_kernel() {
                  "its side is read later, nothing is lost");
   }
   for (const KernelSeries &k : added) {
+    kernel_added_ += k.data.packets;
     agg_.add(k);
     metrics_delta_.add(k);
     if (opts_.aggregate_check)
@@ -631,8 +633,7 @@ int Service::run() {
   demo_.reset();
   losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
   // Each record is written or added, but both under --aggregate-check.
-  const uint64_t reported = losses_.counter(NETLATD_CNT_EMITTED) +
-                            (opts_.aggregate_check ? 0 : losses_.counter(NETLATD_CNT_AGGREGATED));
+  const uint64_t reported = losses_.counter(NETLATD_CNT_EMITTED) + (opts_.aggregate_check ? 0 : kernel_added_);
   spdlog::info("detaching: {} packets matched, {} queued on a socket, {} returned to a reader and reported; "
                "losses: {}",
                losses_.counter(NETLATD_CNT_MATCHED), losses_.counter(NETLATD_CNT_QUEUED), reported,

@@ -101,7 +101,7 @@ void Losses::end_interval(IntervalReport &r) {
     r.hook_misses[hook] = count.take();
   // Counted, not shown in the line: marked all the same, so that each
   // interval has its own share.
-  for (int i : {NETLATD_CNT_MATCHED, NETLATD_CNT_QUEUED, NETLATD_CNT_EMITTED, NETLATD_CNT_IRQ, NETLATD_CNT_AGGREGATED})
+  for (int i : {NETLATD_CNT_MATCHED, NETLATD_CNT_QUEUED, NETLATD_CNT_EMITTED, NETLATD_CNT_IRQ})
     take(i);
 }
 

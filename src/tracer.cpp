@@ -153,6 +153,7 @@ struct Tracer::Impl {
   // --aggregate (0 series: off)
   uint32_t agg_by = 0, agg_nseries = 0;
   std::vector<uint16_t> agg_ports;
+  std::unique_ptr<netlatd_agg_block> agg_block;  // one read at a time (55 KiB)
 
   ~Impl() {
     if (ring)
@@ -256,11 +257,11 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     skel->rodata->targ_aggregate_check = config.aggregate_check;
     skel->rodata->targ_agg_by = by;
     skel->rodata->targ_agg_nseries = nseries;
+    skel->rodata->targ_agg_ncpus = static_cast<__u32>(impl_->ncpus);
     impl_->agg_by = by;
     impl_->agg_nseries = nseries;
     impl_->agg_ports = config.ports;
-    if (int err = bpf_map__set_max_entries(skel->maps.agg_hist, 2 * nseries * NETLATD_AGG_STAGES);
-        err || (err = bpf_map__set_max_entries(skel->maps.agg_series, 2 * nseries)))
+    if (int err = bpf_map__set_max_entries(skel->maps.agg_blocks, 2 * nseries * static_cast<uint32_t>(impl_->ncpus)))
       throw Error(ExitCode::Software, "cannot size the --aggregate histograms: " + errno_text(err));
   }
 
@@ -378,9 +379,7 @@ void Tracer::set_aggregate_outliers(std::optional<uint64_t> over_ns) {
 uint64_t Tracer::aggregate_bytes() const {
   if (!impl_->agg_nseries)
     return 0;
-  return uint64_t{2} * impl_->agg_nseries *
-         (NETLATD_AGG_STAGES * sizeof(netlatd_agg_hist) + sizeof(netlatd_agg_series)) *
-         static_cast<uint64_t>(impl_->ncpus);
+  return uint64_t{2} * impl_->agg_nseries * sizeof(netlatd_agg_block) * static_cast<uint64_t>(impl_->ncpus);
 }
 
 bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
@@ -392,42 +391,54 @@ bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
   // Writers take the side after they count themselves begun (a full barrier
   // each side): one that saw the old epoch is in `begun` as read below.
   const uint32_t side = __atomic_fetch_add(&skel->bss->agg_epoch, 1, __ATOMIC_SEQ_CST) & 1;
-  std::vector<netlatd_agg_seq> seq(ncpus);
+  // The writers' counts lead each CPU's scratch (struct netlatd_agg_seq).
+  const size_t stride = (bpf_map__value_size(skel->maps.agg_scratches) + 7) / 8 * 8;
+  std::vector<unsigned char> scratch(stride * ncpus);
   const __u32 zero = 0;
-  const int seq_fd = bpf_map__fd(skel->maps.agg_seq);
-  if (bpf_map_lookup_elem(seq_fd, &zero, seq.data()) != 0)
+  const int scratch_fd = bpf_map__fd(skel->maps.agg_scratches);
+  auto seq_of = [&](size_t cpu) {
+    netlatd_agg_seq q;
+    std::memcpy(&q, scratch.data() + cpu * stride, sizeof q);
+    return q;
+  };
+  if (bpf_map_lookup_elem(scratch_fd, &zero, scratch.data()) != 0)
     return false;
   std::vector<uint64_t> begun(ncpus);
   for (size_t c = 0; c < ncpus; ++c)
-    begun[c] = seq[c].begun;
+    begun[c] = seq_of(c).begun;
   const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(wait_ms) * 1'000'000;
   for (;;) {
     bool settled = true;
     for (size_t c = 0; c < ncpus && settled; ++c)
-      settled = seq[c].done >= begun[c];
+      settled = seq_of(c).done >= begun[c];
     if (settled)
       break;
     if (monotonic_ns() > deadline)
       return false;
     ::usleep(50);
-    if (bpf_map_lookup_elem(seq_fd, &zero, seq.data()) != 0)
+    if (bpf_map_lookup_elem(scratch_fd, &zero, scratch.data()) != 0)
       return false;
   }
 
-  const int series_fd = bpf_map__fd(skel->maps.agg_series), hist_fd = bpf_map__fd(skel->maps.agg_hist);
-  std::vector<netlatd_agg_series> per_cpu(ncpus);
-  const std::vector<netlatd_agg_series> series_zero(ncpus);
-  std::vector<netlatd_agg_hist> hists(ncpus);
-  std::vector<netlatd_agg_hist> hist_zero;
+  const int fd = bpf_map__fd(skel->maps.agg_blocks);
+  if (!impl_->agg_block)
+    impl_->agg_block = std::make_unique<netlatd_agg_block>();
+  netlatd_agg_block &b = *impl_->agg_block;
+  const auto blank = std::make_unique<netlatd_agg_block>();  // zeroed
   for (uint32_t s = 0; s < impl_->agg_nseries; ++s) {
-    const __u32 key = side * impl_->agg_nseries + s;
-    if (bpf_map_lookup_elem(series_fd, &key, per_cpu.data()) != 0)
-      continue;
     KernelSeries k;
-    for (const netlatd_agg_series &v : per_cpu) {
-      k.data.packets += v.packets;
-      k.tcp += v.tcp;
-      k.tcp_bytes += v.tcp_bytes;
+    for (uint32_t c = 0; c < ncpus; ++c) {
+      const __u32 key = (side * impl_->agg_nseries + s) * static_cast<uint32_t>(ncpus) + c;
+      if (bpf_map_lookup_elem(fd, &key, &b) != 0 || b.packets == 0)
+        continue;
+      k.data.packets += b.packets;
+      k.tcp += b.tcp;
+      k.tcp_bytes += b.tcp_bytes;
+      for (uint32_t i = 0; i < NETLATD_AGG_STAGES; ++i) {
+        const netlatd_agg_stage &st = b.stage[i];
+        k.data.stages[i].add_counts(b.buckets[i], NETLATD_AGG_BUCKETS, st.count, st.sum, st.min, st.max);
+      }
+      bpf_map_update_elem(fd, &key, blank.get(), BPF_ANY);
     }
     if (k.data.packets == 0)
       continue;
@@ -443,22 +454,6 @@ bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
     }
     if ((impl_->agg_by & NETLATD_AGG_BY_DPORT) && rest < impl_->agg_ports.size())
       k.key.dport = impl_->agg_ports[rest];
-    for (uint32_t i = 0; i < NETLATD_AGG_STAGES; ++i) {
-      const __u32 hk = key * NETLATD_AGG_STAGES + i;
-      if (bpf_map_lookup_elem(hist_fd, &hk, hists.data()) != 0)
-        continue;
-      bool any = false;
-      for (const netlatd_agg_hist &h : hists) {
-        k.data.stages[i].add_counts(h.buckets, NETLATD_AGG_BUCKETS, h.count, h.sum, h.min, h.max);
-        any = any || h.count != 0;
-      }
-      if (any) {
-        if (hist_zero.empty())
-          hist_zero.resize(ncpus);  // zeroed: value-initialized
-        bpf_map_update_elem(hist_fd, &hk, hist_zero.data(), BPF_ANY);
-      }
-    }
-    bpf_map_update_elem(series_fd, &key, series_zero.data(), BPF_ANY);
     out.push_back(std::move(k));
   }
   return true;

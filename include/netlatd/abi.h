@@ -266,7 +266,6 @@ enum netlatd_counter {
 	NETLATD_CNT_CGROUP_OUTSIDE,    /* records not written (--cgroup): their reader is in none of the cgroups */
 	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
 	NETLATD_CNT_READER_STAMP_FAR,  /* records with a reader stamp left out, over 4.29 s before the return (counted by the daemon: NETLATD_WIRE_FAR) */
-	NETLATD_CNT_AGGREGATED,        /* --aggregate: records added to the kernel side's histograms instead of the ring */
 	NETLATD_CNT_COUNT
 };
 
@@ -277,18 +276,18 @@ enum netlatd_counter {
  * add exactly (a stage that long, stamps out of order or left out, no reader
  * named, an outlier) is written to the ring as before.
  *
- * Two sides, by the parity of agg_epoch (.bss): writers add to one while the
- * daemon reads and zeroes the other. Per side, per series of the breakdown,
- * per stage, per CPU: one netlatd_agg_hist; per side and series, one
- * netlatd_agg_series. Per CPU, netlatd_agg_seq counts the writers that began
- * and those done: the daemon reads a side once every writer that began before
- * the flip is done.
+ * One netlatd_agg_block per side, series of the breakdown and CPU, in one
+ * array map: a record takes one lookup. Two sides, by the parity of
+ * agg_epoch (.bss): writers add to one while the daemon reads and zeroes the
+ * other. Per CPU, netlatd_agg_seq counts the writers that began and those
+ * done: the daemon reads a side once every writer that began before the
+ * flip is done.
  */
 #define NETLATD_AGG_STAGES 7        /* enum class Stage (stages.hpp), in its order */
 #define NETLATD_AGG_BUCKETS 1984    /* Histogram::bucket_index of every value below NETLATD_AGG_MAX_NS */
 #define NETLATD_AGG_MAX_NS (1ull << 36)
 #define NETLATD_AGG_MAX_SERIES 64   /* ports (16) x protocols (2) x families (2) */
-/* netlatd_agg_cfg.by: what the kernel side splits its histograms by. */
+/* What the kernel side splits its histograms by. */
 #define NETLATD_AGG_BY_DPORT 1u
 #define NETLATD_AGG_BY_PROTO 2u
 #define NETLATD_AGG_BY_FAMILY 4u
@@ -296,21 +295,25 @@ enum netlatd_counter {
  * also added it (--aggregate-check): the daemon checks one against the other. */
 #define NETLATD_WIRE_AGG_CHECKED (1u << 9)
 
-struct netlatd_agg_hist {
+struct netlatd_agg_stage {
 	__u64 count;
 	__u64 sum;
-	__u64 min;   /* valid when count is not 0 */
+	__u64 min; /* valid when count is not 0 */
 	__u64 max;
-	__u32 buckets[NETLATD_AGG_BUCKETS]; /* zeroed by the daemon at each read: a second holds no 2^32 */
 };
 
-struct netlatd_agg_series {
+/* 55,808 bytes: within one array map value, so one lookup a record. */
+struct netlatd_agg_block {
+	struct netlatd_agg_stage stage[NETLATD_AGG_STAGES];
 	__u64 packets;
 	__u64 tcp;
 	__u64 tcp_bytes;
 	__u64 _pad;
+	/* zeroed by the daemon at each read: a second holds no 2^32 */
+	__u32 buckets[NETLATD_AGG_STAGES][NETLATD_AGG_BUCKETS];
 };
 
+/* The first member of the kernel side's per-CPU scratch (agg_scratches). */
 struct netlatd_agg_seq {
 	__u64 begun;
 	__u64 done;
