@@ -281,14 +281,15 @@ void Service::drain_kernel() {
 }
 
 void Service::on_record(const netlatd_packet &p) {
-  if (p.agg_checked) {
-    // --aggregate-check: the kernel side added it; kept only to check that.
-    check_ring_.add(p);
-    return;
-  }
   const StageDurations d = stage_durations(p);
-  agg_.add(p, d);
-  metrics_delta_.add(p, d);
+  if (p.agg_checked) {
+    // --aggregate-check: the kernel side added it to the interval; kept to
+    // check that, and shown as an outlier like any record.
+    check_ring_.add(p, d);
+  } else {
+    agg_.add(p, d);
+    metrics_delta_.add(p, d);
+  }
   if (opts_.outliers_over_ns) {
     // A record without a total (no reader named, or stamps left out because
     // they could be another copy's) is shown only when every record is asked
@@ -469,7 +470,7 @@ void Service::apply(Options next) {
                                   next.outliers_over_ns ? format_duration(*next.outliers_over_ns) : "off",
                                   next.outliers_max_per_sec));
     outlier_limit_ = RateLimit(next.outliers_max_per_sec);
-    tracer_->set_aggregate_outliers(next.outliers_over_ns);
+    tracer_->set_aggregate_outliers(opts_.aggregate_check ? std::nullopt : next.outliers_over_ns);
   }
   if (next.verbose != opts_.verbose) {
     spdlog::set_level(next.verbose ? spdlog::level::debug : spdlog::level::info);
@@ -523,7 +524,9 @@ int Service::run() {
   tcfg.aggregate_check = opts_.aggregate_check;
   tcfg.agg_by = opts_.by;
   tracer_ = std::make_unique<Tracer>(plan_, tcfg, [this](const netlatd_packet &p) { on_record(p); });
-  tracer_->set_aggregate_outliers(opts_.outliers_over_ns);
+  // --aggregate-check adds every record in the kernel and writes it too;
+  // the daemon picks the outliers among them.
+  tracer_->set_aggregate_outliers(opts_.aggregate_check ? std::nullopt : opts_.outliers_over_ns);
   tracer_->set_target(target_);
   const bool live = tracer_->wait_until_live(2000);
   const double attach_ms = static_cast<double>(clock_ns(CLOCK_MONOTONIC) - t_start) / 1e6;

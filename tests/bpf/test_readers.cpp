@@ -3,6 +3,7 @@
 // thousand. The real daemon writes a record of every packet; nlreaders logs
 // what each of its receive calls returned, and when; every record must name
 // the thread whose call returned its datagram, or say it cannot.
+#include <algorithm>
 #include <string>
 
 #include <catch2/catch_test_macros.hpp>
@@ -33,7 +34,7 @@ std::string name_of(const MultiReaderCase &c) {
 // frames keep the longest (4,111 bytes) in one piece. A run has 4,096
 // datagrams: today's wrong records come after a race that shifts the rest,
 // and a short run can miss it.
-void run_multi_reader(const MultiReaderCase &c) {
+void run_multi_reader(const MultiReaderCase &c, const std::vector<std::string> &netlatd_args = {}) {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
@@ -45,6 +46,7 @@ void run_multi_reader(const MultiReaderCase &c) {
   spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(c.bursts),
                       "--burst-size", std::to_string(c.burst_size), "--gap-us", "4000",
                       "--lengths", c.equal_lengths ? "equal" : "distinct", "--len", "200"};
+  spec.netlatd_args = netlatd_args;
   ReaderRun run = run_readers(net, spec);
   report(name_of(c), run);
   // Equal lengths: only the source port tells one datagram's record from
@@ -52,6 +54,10 @@ void run_multi_reader(const MultiReaderCase &c) {
   if (c.equal_lengths && !run.verdict.sport_seen)
     SKIP("netlatd's records have no `sport` (schema 2): equal-length datagrams cannot be told apart");
   check_no_wrong_records(run);
+  if (std::find(netlatd_args.begin(), netlatd_args.end(), "--aggregate-check") != netlatd_args.end()) {
+    INFO(run.totals.err);
+    CHECK(run.totals.err.find("aggregate check: the kernel side's histograms equal") != std::string::npos);
+  }
   // A blocking reader's oncpu: from its switch-in inside the call (it
   // slept there) or the call's start; never from before the call.
   CHECK(run.verdict.oncpu_outside == 0);
@@ -94,6 +100,16 @@ TEST_CASE("readers: 8 threads on one UDP socket, IPv4, recv, equal lengths", "[b
 
 TEST_CASE("readers: 16 threads on one UDP socket, IPv4, recvmmsg, equal lengths", "[bpf][readers]") {
   run_multi_reader({16, 4, "recvmmsg", true, 16, 256, 5409});
+}
+
+// --aggregate-check: every record added to the kernel's histograms as well
+// as written; the same verdict on every record, and at exit the daemon finds
+// the kernel's histograms equal to those records, bucket by bucket (it exits
+// 70 when they differ, which stop_netlatd fails on).
+TEST_CASE("readers: 8 threads, bursts from both CPUs, histograms kept in the kernel equal the records",
+          "[bpf][readers][aggregate]") {
+  MultiReaderCase c{8, 4, "recvmsg", false, 64, 64, 5410};
+  run_multi_reader(c, {"--aggregate-check"});
 }
 
 // A new socket at the address of one just closed, 2,000 times: each round's

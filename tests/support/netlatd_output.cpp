@@ -82,6 +82,7 @@ Totals stop_netlatd(Process &p) {
     std::fprintf(stderr, "%s\n", p.exit().err.c_str());
   Totals t = parse_lines(p.exit().out);
   CHECK(t.saw_final);
+  t.err = p.exit().err;
   return t;
 }
 

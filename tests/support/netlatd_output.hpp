@@ -27,6 +27,7 @@ struct Totals {
   std::map<std::string, std::string> hook_end;
   std::vector<nlohmann::json> outliers;
   bool saw_final = false;
+  std::string err;  // the daemon's log (stop_netlatd)
 
   uint64_t all_drops() const;
 };

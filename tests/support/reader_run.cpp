@@ -15,6 +15,7 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   std::vector<std::string> flags{"--port", port};
   for (const std::string &f : every_record_flags())
     flags.push_back(f);
+  flags.insert(flags.end(), spec.netlatd_args.begin(), spec.netlatd_args.end());
   auto nl = start_netlatd(net, flags);
   if (spec.before_reader)
     spec.before_reader();

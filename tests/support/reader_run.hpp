@@ -27,6 +27,7 @@ struct ReaderRunSpec {
   int family = 4;                        // of the warm-up datagram
   std::string to;                        // the reader's address, for the warm-up
   std::function<void()> before_reader;   // once netlatd is ready, before the reader starts
+  std::vector<std::string> netlatd_args;  // added to netlatd's (a record of every packet)
 };
 
 struct ReaderRun {

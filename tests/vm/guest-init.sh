@@ -173,6 +173,15 @@ phase_busypoll() {
 	section NETSTAT-AFTER /tmp/netstat.after
 }
 
+# e2e with the histograms kept in the kernel and checked against every
+# record the kernel also writes (--aggregate-check); records of packets over
+# 1 ms stay outliers, written to the ring only.
+phase_aggregate() {
+	NETLATD_ARGS="--aggregate-check --outliers-over 1ms --outliers-max-per-sec 1000000" start_netlatd || return
+	start_nlrx && receive_traffic aggregate
+	stop_netlatd
+}
+
 # The receiver first, its threads already blocked in recvfrom()/accept()
 # when netlatd attaches, as for a service netlatd is added to.
 phase_reader_first() {

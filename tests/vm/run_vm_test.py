@@ -19,6 +19,7 @@ Exit status: 0 pass, 1 fail, 77 skipped (the reason is printed).
 import argparse
 import collections
 import os
+import re
 import shutil
 import signal
 import socket
@@ -30,7 +31,7 @@ from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, hos
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
 from vm_judge import (Verdict, judge_badcsum, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd,
-                      judge_receiver, judge_stacked, phase_lines, section)
+                      judge_receiver, judge_stacked, json_records, marker, phase_lines, section)
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
@@ -46,13 +47,13 @@ ALL_PHASES = ("bare", "e2e", "reader_first")
 TCG = os.environ.get("NETLATD_VM_TCG", "tcg,thread=single")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll")),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll", "aggregate")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll", "aggregate")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -149,6 +150,36 @@ def judge_busypoll(v, lines, sent, ctx):
     return got
 
 
+AGGREGATE_CHECKED = re.compile(r"aggregate check: the kernel side's histograms equal its (\d+) records' \((\d+) added\)")
+
+
+def judge_aggregate(v, lines, sent, ctx):
+    """As e2e, the histograms kept in the kernel (--aggregate-check): each
+    record added there and written too, the two found equal at exit, bucket
+    by bucket; the interval lines count every datagram nlrx read, with the
+    NIC's irq stage among the stages the kernel added."""
+    got = judge_receiver(v, lines, sent)
+    exit_line = marker(lines, "NETLATD-EXIT")
+    v.check(exit_line == "rc=0", f"netlatd --aggregate-check exited 0 after SIGTERM ({exit_line})")
+    err, _ = section(lines, "NETLATD-STDERR")
+    said = [l for l in err or [] if "aggregate" in l]
+    m = next((AGGREGATE_CHECKED.search(l) for l in said if AGGREGATE_CHECKED.search(l)), None)
+    v.check(m is not None, "the kernel's histograms equal the records': " + (m.group(0) if m else "; ".join(said) or "no line"))
+    intervals = [r for r in json_records(v, lines) if r.get("type") == "interval"]
+    udp = sum(r.get("udp", 0) for r in intervals)
+    udp_rx = int(got.get("udp_datagrams", -1))
+    v.check(udp == udp_rx, f"netlatd UDP packets {udp} == datagrams nlrx received {udp_rx}")
+    added = int(m.group(2)) if m else 0
+    v.check(added >= udp_rx // 2, f"records added in the kernel {added} >= half the datagrams ({udp_rx})")
+    irq = sum(((r.get("stages") or {}).get("irq") or {}).get("count", 0) for r in intervals)
+    v.check(irq > 0, f"irq stage counted ({irq} packets)")
+    unordered = sum(r.get("unordered", 0) for r in intervals)
+    v.check(unordered == 0, f"no unordered records ({unordered})")
+    ctx.stats[ctx.phase] = {"packets": sum(r.get("packets", 0) for r in intervals), "added": added, "irq": irq,
+                            "unordered": unordered}
+    return got
+
+
 PHASES = {
     # Boot, NIC, hostfwd and nlrx alone: if this fails, a failure of the
     # phases below is not netlatd's.
@@ -172,6 +203,10 @@ PHASES = {
     # e2e with the reader busy polling (SO_BUSY_POLL): datagrams received in
     # the reader's own call, no interrupt, no softirq.
     "busypoll": Phase(send_udp_tcp, judge_busypoll, True),
+    # e2e with the histograms kept in the kernel, checked against every
+    # record (--aggregate-check): the 6.1 verifier's stack limit, fexit and
+    # the join by the datagram the kernel names.
+    "aggregate": Phase(send_udp_tcp, judge_aggregate, True),
 }
 
 
@@ -245,7 +280,8 @@ def judge_run(args, ctx, guest, sent, started):
             log(f"SUMMARY {args.guest} {phase}: irq stage {s['irq']} of {s['packets']} packets "
                 f"({100.0 * s['irq'] / s['packets']:.1f} %), irq stamp on {s.get('datagrams_irq', 0)} of "
                 f"{s.get('datagrams', 0)} UDP datagrams, unordered {s['unordered']}"
-                + (f", busy polled (no softirq) {s['busy_polled']}" if "busy_polled" in s else ""))
+                + (f", busy polled (no softirq) {s['busy_polled']}" if "busy_polled" in s else "")
+                + (f", added in the kernel {s['added']}" if "added" in s else ""))
     return v
 
 
