@@ -353,7 +353,7 @@ void Service::end_interval(bool final) {
   for (int polls = 0; tracer_->poll(0) >= Tracer::kPollBudget && final && polls < 64; polls++)
     continue;
   drain_kernel();
-  if (final)  // detached: the side written last, too
+  if (final)  // detached: the other side too, in case a drain found a writer late and left it
     drain_kernel();
   const auto sweep = tracer_->sweep(2000000000ull, 60000000000ull);
   losses_.add_expired(sweep.expired_inflight, sweep.expired_unread);
