@@ -139,6 +139,15 @@ void Histogram::add_counts(const uint32_t *buckets, std::size_t n, uint64_t coun
   max_ = std::max(max_, max);
 }
 
+bool Histogram::operator==(const Histogram &other) const {
+  if (count_ != other.count_ || sum_ != other.sum_ || min() != other.min() || max_ != other.max_)
+    return false;
+  const auto mine = nonempty_buckets(), theirs = other.nonempty_buckets();
+  return std::equal(mine.begin(), mine.end(), theirs.begin(), theirs.end(), [](const Bucket &a, const Bucket &b) {
+    return a.lower == b.lower && a.count == b.count;
+  });
+}
+
 void Histogram::merge(const Histogram &other) noexcept {
   if (other.count_ == 0)
     return;

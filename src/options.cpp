@@ -386,18 +386,20 @@ void load_config_file(const std::string &path, Options &into, const std::vector<
       throw fail(*tbl.get("ringbuf_mb"), "ringbuf_mb must be a power of two between 1 and 1024");
     into.ringbuf_mb = mb;
   }
-  if (const toml::node *n = tbl.get("verbose"); n && !cli("verbose")) {
-    if (!n->is_boolean())
-      throw fail(*n, "verbose must be true or false");
-    into.verbose = *n->value<bool>();
-  }
-  for (const char *key : {"aggregate", "aggregate_check"}) {
-    const toml::node *n = tbl.get(key);
-    if (!n || cli(key == std::string("aggregate") ? "aggregate" : "aggregate-check"))
+  // Booleans: each key and the flag that overrides it.
+  const struct {
+    const char *key, *flag;
+    bool Options::*into;
+  } switches[] = {{"verbose", "verbose", &Options::verbose},
+                  {"aggregate", "aggregate", &Options::aggregate},
+                  {"aggregate_check", "aggregate-check", &Options::aggregate_check}};
+  for (const auto &sw : switches) {
+    const toml::node *n = tbl.get(sw.key);
+    if (!n || cli(sw.flag))
       continue;
     if (!n->is_boolean())
-      throw fail(*n, std::string(key) + " must be true or false");
-    (key == std::string("aggregate") ? into.aggregate : into.aggregate_check) = *n->value<bool>();
+      throw fail(*n, std::string(sw.key) + " must be true or false");
+    into.*sw.into = *n->value<bool>();
   }
 }
 

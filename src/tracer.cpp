@@ -153,7 +153,8 @@ struct Tracer::Impl {
   // --aggregate (0 series: off)
   uint32_t agg_by = 0, agg_nseries = 0;
   std::vector<uint16_t> agg_ports;
-  std::unique_ptr<netlatd_agg_block> agg_block;  // one read at a time (55 KiB)
+  // One block read at a time (55 KiB), and the zeros it is reset with.
+  std::unique_ptr<netlatd_agg_block> agg_block, agg_blank;
 
   ~Impl() {
     if (ring)
@@ -421,10 +422,12 @@ bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
   }
 
   const int fd = bpf_map__fd(skel->maps.agg_blocks);
-  if (!impl_->agg_block)
+  if (!impl_->agg_block) {
     impl_->agg_block = std::make_unique<netlatd_agg_block>();
+    impl_->agg_blank = std::make_unique<netlatd_agg_block>();  // zeroed
+  }
   netlatd_agg_block &b = *impl_->agg_block;
-  const auto blank = std::make_unique<netlatd_agg_block>();  // zeroed
+  const netlatd_agg_block *blank = impl_->agg_blank.get();
   for (uint32_t s = 0; s < impl_->agg_nseries; ++s) {
     KernelSeries k;
     for (uint32_t c = 0; c < ncpus; ++c) {
@@ -438,7 +441,7 @@ bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
         const netlatd_agg_stage &st = b.stage[i];
         k.data.stages[i].add_counts(b.buckets[i], NETLATD_AGG_BUCKETS, st.count, st.sum, st.min, st.max);
       }
-      bpf_map_update_elem(fd, &key, blank.get(), BPF_ANY);
+      bpf_map_update_elem(fd, &key, blank, BPF_ANY);
     }
     if (k.data.packets == 0)
       continue;

@@ -48,6 +48,9 @@ public:
   void add_counts(const uint32_t *buckets, std::size_t n, uint64_t count, uint64_t sum, uint64_t min,
                   uint64_t max) noexcept;
   void reset() noexcept;  // keeps the chunks it has
+  // The same values in the same buckets, with the same totals (however many
+  // chunks each has allocated).
+  bool operator==(const Histogram &other) const;
 
   uint64_t count() const noexcept { return count_; }
   uint64_t sum() const noexcept { return sum_; }

@@ -36,6 +36,24 @@ uint64_t exact_percentile(const std::vector<uint64_t> &sorted, double p) {
   return sorted[rank - 1];
 }
 
+// Two histograms of the same values: totals, percentiles and every bucket.
+// Spelled out, not through operator== (tested on its own below), so that a
+// failure says which figure differs.
+void require_same(const Histogram &a, const Histogram &b) {
+  REQUIRE(a.count() == b.count());
+  REQUIRE(a.sum() == b.sum());
+  REQUIRE(a.min() == b.min());
+  REQUIRE(a.max() == b.max());
+  for (double p : {1.0, 50.0, 90.0, 99.0, 99.9})
+    REQUIRE(a.percentile(p) == b.percentile(p));
+  const auto ma = a.nonempty_buckets(), mb = b.nonempty_buckets();
+  REQUIRE(ma.size() == mb.size());
+  for (size_t i = 0; i < ma.size(); ++i) {
+    REQUIRE(ma[i].lower == mb[i].lower);
+    REQUIRE(ma[i].count == mb[i].count);
+  }
+}
+
 bool within_bound(uint64_t got, uint64_t exact) {
   const double diff = std::abs(static_cast<double>(got) - static_cast<double>(exact));
   return diff <= kRelativeError * static_cast<double>(exact);
@@ -188,18 +206,8 @@ TEST_CASE("merge equals recording both sets into one histogram", "[histogram]") 
     both.record(v);
   }
   a.merge(b);
-  REQUIRE(a.count() == both.count());
-  REQUIRE(a.sum() == both.sum());
-  REQUIRE(a.min() == both.min());
-  REQUIRE(a.max() == both.max());
-  for (double p : {1.0, 50.0, 90.0, 99.0, 99.9})
-    REQUIRE(a.percentile(p) == both.percentile(p));
-  const auto ma = a.nonempty_buckets(), mb = both.nonempty_buckets();
-  REQUIRE(ma.size() == mb.size());
-  for (size_t i = 0; i < ma.size(); ++i) {
-    REQUIRE(ma[i].lower == mb[i].lower);
-    REQUIRE(ma[i].count == mb[i].count);
-  }
+  require_same(a, both);
+  CHECK(a == both);
 
   SECTION("merging an empty histogram changes nothing") {
     Histogram empty;
@@ -478,18 +486,11 @@ TEST_CASE("counts kept elsewhere with these buckets add up to the same histogram
     hi = std::max(hi, v);
   }
   added.add_counts(buckets.data(), buckets.size(), count, sum, lo, hi);
-  CHECK(added.count() == direct.count());
-  CHECK(added.sum() == direct.sum());
-  CHECK(added.min() == direct.min());
-  CHECK(added.max() == direct.max());
-  for (double p : {1.0, 50.0, 90.0, 99.0, 99.9})
-    CHECK(added.percentile(p) == direct.percentile(p));
-  const auto a = added.nonempty_buckets(), d = direct.nonempty_buckets();
-  REQUIRE(a.size() == d.size());
-  for (size_t i = 0; i < a.size(); i++) {
-    CHECK(a[i].lower == d[i].lower);
-    CHECK(a[i].count == d[i].count);
-  }
+  require_same(added, direct);
+  CHECK(added == direct);
+  Histogram one_off = direct;
+  one_off.record(5000);
+  CHECK_FALSE(added == one_off);
   Histogram none;
   none.add_counts(buckets.data(), buckets.size(), 0, 0, 0, 0);  // nothing added
   CHECK(none.count() == 0);
