@@ -560,15 +560,18 @@ bool Tracer::wait_until_live(int timeout_ms) {
   bool ok = false;
   if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
+    // Looked at every millisecond (the hooks usually have it within one),
+    // sent again every 10 ms.
     const uint32_t all = 7;
-    for (int waited = 0; waited <= timeout_ms; waited += 10) {
+    for (int waited = 0; waited <= timeout_ms; ++waited) {
       if ((__atomic_load_n(&impl_->skel->bss->armed, __ATOMIC_ACQUIRE) & all) == all) {
         ok = true;
         break;
       }
       char b = 0;
-      (void)sendto(fd, &b, 1, 0, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
-      usleep(10000);
+      if (waited % 10 == 0)
+        (void)sendto(fd, &b, 1, 0, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
+      usleep(1000);
       while (recv(fd, &b, 1, 0) >= 0) {
       }
     }
