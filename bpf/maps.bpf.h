@@ -199,6 +199,12 @@ static __always_inline struct cpu_state *this_cpu(void)
  * it loads back from there is a number: a store and a load on this CPU's
  * state, where a read through bpf_probe_read_kernel (the fallback) is a helper
  * call, ~20-30 ns a time on a VM. */
+static __always_inline __u64 ptr_value_on(struct cpu_state *cs, const void *p, enum scratch_user who)
+{
+	*(const void *volatile *)&cs->scratch[who] = p;
+	return *(volatile __u64 *)&cs->scratch[who];
+}
+
 static __always_inline __u64 ptr_value(const void *p, enum scratch_user who)
 {
 	struct cpu_state *cs = this_cpu();
@@ -207,8 +213,7 @@ static __always_inline __u64 ptr_value(const void *p, enum scratch_user who)
 		bpf_probe_read_kernel(&v, sizeof(v), &p);
 		return v;
 	}
-	*(const void *volatile *)&cs->scratch[who] = p;
-	return *(volatile __u64 *)&cs->scratch[who];
+	return ptr_value_on(cs, p, who);
 }
 
 /* opaque_value with this CPU's state at hand: no helper call, so it may run

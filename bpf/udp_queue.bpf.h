@@ -163,7 +163,7 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 		return 1;
 	}
 	if (at == w->rq_at) {
-		w->at = ptr_value(w->readq->prev, SCRATCH_QUEUE);
+		w->at = ptr_value_on(cs, w->readq->prev, SCRATCH_QUEUE);
 		return 0;
 	}
 	/* A racy view of the window, like the rest of the walk. */
@@ -177,7 +177,7 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 	}
 	w->oldest_key = at;
 	struct sk_buff *skb = bpf_core_cast((void *)at, struct sk_buff);
-	w->at = ptr_value(skb->prev, SCRATCH_QUEUE);
+	w->at = ptr_value_on(cs, skb->prev, SCRATCH_QUEUE);
 	return 0;
 }
 

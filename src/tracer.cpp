@@ -561,15 +561,18 @@ bool Tracer::wait_until_live(int timeout_ms) {
   if (bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
       getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0) {
     // Looked at every millisecond (the hooks usually have it within one),
-    // sent again every 10 ms.
+    // sent again every 10 ms, until the deadline.
     const uint32_t all = 7;
-    for (int waited = 0; waited <= timeout_ms; ++waited) {
+    const uint64_t deadline = monotonic_ns() + static_cast<uint64_t>(timeout_ms) * 1'000'000;
+    for (int look = 0;; ++look) {
       if ((__atomic_load_n(&impl_->skel->bss->armed, __ATOMIC_ACQUIRE) & all) == all) {
         ok = true;
         break;
       }
+      if (monotonic_ns() > deadline)
+        break;
       char b = 0;
-      if (waited % 10 == 0)
+      if (look % 10 == 0)
         (void)sendto(fd, &b, 1, 0, reinterpret_cast<sockaddr *>(&addr), sizeof(addr));
       usleep(1000);
       while (recv(fd, &b, 1, 0) >= 0) {
