@@ -37,7 +37,18 @@ done
 
 rc=0
 summary=()
+checks=()  # the failed assertions, one line each: the CI page's tail shows them
 fail() { [ "$rc" -eq 0 ] && rc=$1; return 0; }
+
+# failed_checks LOG: one line per block Catch2 wrote for a failed assertion
+# ("test_x.cpp:12: CHECK( a == b ) with expansion: 1 == 2 with message: ..."),
+# its lines joined up to its blank line, at most 400 characters.
+failed_checks() {
+  awk '/: FAILED:$/ { f = 1; s = $0; sub(/^.*\//, "", s); sub(/ FAILED:$/, "", s); next }
+       f && /^[[:space:]]*$/ { print s; f = 0; next }
+       f { gsub(/^[[:space:]]+/, ""); s = s " " $0; if (length(s) > 400) { print substr(s, 1, 400) " ..."; f = 0 } }
+       END { if (f) print s }' "$1"
+}
 
 # ctest_tier NAME BUILD_DIR LABELS [CTEST ARGS...]: the tests of those CTest
 # labels (a regex), run under ${ctest_prefix[@]} if set.
@@ -57,6 +68,16 @@ ctest_tier() {
   line=$(grep -E '^[0-9]+% tests passed' "$log" || echo "no tests")
   skipped=$(grep -c -- '\*\*\*Skipped' "$log" || true)
   summary+=("$name: $line, $skipped skipped")
+  # The names of the failed tests, so the summary (the tail a CI page shows)
+  # says which without a search through the whole log.
+  while IFS= read -r failed; do
+    summary+=("  $name FAILED:${failed#*-}")
+  done < <(sed -n '/The following tests FAILED:/,/^$/p' "$log" | grep -E '^[[:space:]]+[0-9]+ - ' || true)
+  # Each failed Catch2 assertion on one line: where, what, its expansion and
+  # messages (the counters a test prints with INFO), up to 20 a tier.
+  while IFS= read -r failed; do
+    checks+=("$name: $failed")
+  done < <(failed_checks "$log" | head -20)
   grep -E -A2 -- '\*\*\*Skipped' "$log" | grep -E 'SKIP|Skipped' | head -20 || true
   rm -f "$log"
   [ "$trc" -eq 0 ] || fail "$trc"
@@ -181,6 +202,10 @@ for tier in $tiers; do
   esac
   echo "=== tier $tier took $((SECONDS - start)) s"
 done
+if [ ${#checks[@]} -gt 0 ]; then
+  echo "=== failed checks"
+  printf '%s\n' "${checks[@]}"
+fi
 echo "=== summary"
 printf '%s\n' "${summary[@]}"
 exit $rc

@@ -201,14 +201,20 @@ TEST_CASE("Prometheus' histogram_quantile agrees with netlatd's JSON p99 within 
   REQUIRE(udp.wait_for(datagrams, 10000));
   REQUIRE(tcp.wait_for(uint64_t{writes} * 1000, 10000));
 
-  // Until Prometheus has scraped every record the daemon will report.
+  // Until Prometheus has scraped every record the daemon will report: each
+  // datagram a record, or its stamps lost and counted (on 6.18 a datagram
+  // read before its data-ready call ran; docs/JOIN.md; its stash entry
+  // expires within about 3 s).
   std::string page;
-  REQUIRE(eventually(5000, [&] {
+  REQUIRE(eventually(8000, [&] {
     page = scrape(metrics_port);
-    return sample(page, "netlatd_packets_total{proto=\"udp\"}") == datagrams &&
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}") + unjoined_losses(page) >= datagrams &&
            sample(page, "netlatd_tcp_bytes_total{kind=\"reported\"}") == writes * 1000.0;
   }));
+  INFO("lost " << unjoined_losses(page));
+  CHECK(unjoined_losses(page) <= 10);
   const double udp_records = sample(page, "netlatd_packets_total{proto=\"udp\"}");
+  CHECK(udp_records <= datagrams);
   const double tcp_records = sample(page, "netlatd_packets_total{proto=\"tcp\"}");
   REQUIRE(eventually(20000, [&] {
     auto r = prom.query("sum(netlatd_packets_total)");
@@ -295,9 +301,9 @@ TEST_CASE("the Grafana dashboard: every query's metrics and labels exist, and Pr
 
   // Every name in the daemon's own page: metric -> its label names.
   std::string page;
-  REQUIRE(eventually(3000, [&] {
+  REQUIRE(eventually(8000, [&] {
     page = scrape(metrics_port);
-    return sample(page, "netlatd_packets_total{proto=\"udp\"}") == 500;
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}") + unjoined_losses(page) >= 500;
   }));
   std::map<std::string, std::set<std::string>> scraped;
   std::istringstream lines(page);

@@ -199,22 +199,32 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     auto [j, page] = run({}, true, true);
     INFO(j.dump());
     REQUIRE(j["by"] == json::array({"dport", "cgroup"}));
+    // Packet-only records (a read on 6.18 tied to no datagram: counted in
+    // reader_unknown, docs/JOIN.md) have no reader and so no cgroup: their
+    // rows say "unknown", and their packets are short of the reader's row.
     std::map<int, json> rows;
-    for (const json &row : j["breakdown"])
-      rows[row["dport"].get<int>()] = row;
+    std::map<int, uint64_t> unknown;
+    for (const json &row : j["breakdown"]) {
+      if (row["cgroup"] == "unknown")
+        unknown[row["dport"].get<int>()] += row["packets"].get<uint64_t>();
+      else
+        rows[row["dport"].get<int>()] = row;
+    }
     REQUIRE(rows.size() == 3);
+    CHECK(unknown[port_a] + unknown[port_b] + unknown[port_c] == j["reader_unknown"].get<uint64_t>());
+    CHECK(j["reader_unknown"].get<uint64_t>() <= 3);
     // Removed before the line was written, named while it was there.
     const json &c = rows.at(port_c);
-    CHECK(c["packets"] == n_c);
+    CHECK(c["packets"].get<uint64_t>() + unknown[port_c] == n_c);
     CHECK(c["cgroup"] == gone);
     CHECK(c["container_id"] == kGoneId);
     const json &a = rows.at(port_a), &b = rows.at(port_b);
-    CHECK(a["packets"] == n_a);
+    CHECK(a["packets"].get<uint64_t>() + unknown[port_a] == n_a);
     CHECK(a["cgroup"] == docker_app);
     CHECK(a["container_id"] == kDockerId);
     CHECK(a["container_runtime"] == "docker");
     CHECK_FALSE(a.contains("pod_uid"));
-    CHECK(b["packets"] == n_b);
+    CHECK(b["packets"].get<uint64_t>() + unknown[port_b] == n_b);
     CHECK(b["cgroup"] == containerd);
     CHECK(b["container_id"] == kContainerdId);
     CHECK(b["container_runtime"] == "containerd");
@@ -224,23 +234,29 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     INFO(page);
     CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(port_a) +
                            "\",cgroup=\"" + docker_app + "\",container_id=\"" + kDockerId +
-                           "\",container_runtime=\"docker\"}") == n_a);
+                           "\",container_runtime=\"docker\"}") == a["packets"].get<double>());
     CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(port_b) +
                            "\",cgroup=\"" + containerd + "\",container_id=\"" + kContainerdId +
-                           "\",container_runtime=\"containerd\",pod_uid=\"" + kPodUid + "\"}") == n_b);
+                           "\",container_runtime=\"containerd\",pod_uid=\"" + kPodUid + "\"}") == b["packets"].get<double>());
   }
 
   SECTION("--cgroup: only the docker container's subtree; the other reader's records are counted, not written") {
     auto [j, page] = run({"--cgroup", docker}, false, false);
     INFO(j.dump());
-    CHECK(j["packets"] == n_a);
+    // A packet whose read netlatd could not tie to it (6.18, docs/JOIN.md)
+    // has no reader to keep it by: left out and counted as no_reader,
+    // whichever reader's it was (ASan CI once: 2 of the other's 20).
+    const uint64_t kept = j["packets"].get<uint64_t>(), no_reader = j["cgroup_filtered"]["no_reader"].get<uint64_t>(),
+                   outside = j["cgroup_filtered"]["outside"].get<uint64_t>();
+    CHECK(no_reader <= 3);
+    CHECK(kept <= n_a);
+    CHECK(outside <= n_b);
+    CHECK(kept + outside + no_reader == n_a + n_b);
     REQUIRE(j["breakdown"].size() == 1);
     const json &a = j["breakdown"][0];
     CHECK(a["dport"] == port_a);
     CHECK(a["cgroup"] == docker_app);  // a cgroup below the one kept
-    CHECK(a["packets"] == n_a);
-    CHECK(j["cgroup_filtered"]["outside"] == n_b);
-    CHECK(j["cgroup_filtered"]["no_reader"] == 0);
+    CHECK(a["packets"] == kept);
   }
 
   SECTION("--cgroup with TCP: the kept container's segments only, the other's counted") {
@@ -326,7 +342,11 @@ TEST_CASE("containers: --cgroup follows a kept cgroup removed and made again", "
   CHECK(nl->exit().code == 0);
   const json j = last_interval(nl->exit().out);
   INFO(j.dump());
-  CHECK(j["packets"] == n_before + n_after);
+  // A packet whose read could not be tied to it (6.18) has no reader to
+  // keep it by: counted as no_reader, never kept or guessed.
+  const uint64_t no_reader = j["cgroup_filtered"]["no_reader"].get<uint64_t>();
+  CHECK(no_reader <= 2);
+  CHECK(j["packets"].get<uint64_t>() + no_reader == n_before + n_after);
   CHECK(j["cgroup_filtered"]["outside"] == 0);
   CHECK(nl->exit().err.find("--cgroup " + kept + ": made again, following the new cgroup") != std::string::npos);
 }

@@ -75,8 +75,11 @@ std::vector<json> json_lines(const std::string &text) {
 }
 
 struct Totals {
-  uint64_t packets = 0, total_count = 0, lines = 0;
+  uint64_t packets = 0, udp = 0, total_count = 0, lines = 0;
   uint64_t reader_unknown = 0, ambiguous_reads = 0, unordered = 0;
+  // Matched packets whose stamps were lost before their socket's queue took
+  // them (counted, never written): unjoined_reused + unjoined_expired.
+  uint64_t unjoined = 0;
   bool final_last = false;
   json last;
 };
@@ -88,10 +91,13 @@ Totals interval_totals(const std::string &text) {
       continue;
     t.lines++;
     t.packets += j["packets"].get<uint64_t>();
+    t.udp += j.value("udp", 0ull);
     t.total_count += j["stages"]["total"].value("count", 0ull);
     t.reader_unknown += j.value("reader_unknown", 0ull);
     t.ambiguous_reads += j.value("ambiguous_reads", 0ull);
     t.unordered += j.value("unordered", 0ull);
+    if (j.contains("drops"))
+      t.unjoined += j["drops"].value("unjoined_reused", 0ull) + j["drops"].value("unjoined_expired", 0ull);
     t.final_last = j.value("final", false);
     t.last = j;
   }
@@ -245,7 +251,11 @@ TEST_CASE("SIGTERM and SIGINT: the partial interval as a final line, exit 0 with
       CHECK(tot.lines == 1);
       CHECK(tot.final_last);
       CHECK(tot.packets == 40);
-      CHECK(tot.total_count == 40);
+      // A read made while its packet's producer CPU is stalled mid-batch is
+      // counted without its reader on 6.18 (docs/JOIN.md), never guessed.
+      INFO("records without a reader " << tot.reader_unknown);
+      CHECK(tot.reader_unknown <= 2);
+      CHECK(tot.total_count + tot.reader_unknown == 40);
     }
   }
 }
@@ -277,7 +287,8 @@ TEST_CASE("nothing stays attached after SIGTERM or SIGKILL", "[service][signals]
         REQUIRE(loaded.count(id) == 1);  // bpftool sees it loaded
         names.insert(loaded[id]);
       }
-      CHECK(names.count("rcv_skb_btf") == 1);
+      // netif_receive_skb's program, whichever variant the plan chose here.
+      CHECK(names.count("rcv_skb_btf") + names.count("rcv_skb_pc") + names.count("rcv_skb_rq") == 1);
       CHECK(names.count("recv_ret_btf") == 1);
 
       nl->signal(sig);
@@ -696,10 +707,17 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
     });
     INFO(page);
     REQUIRE(counted);
+    // A read that raced a push still in flight on the other CPU is not tied
+    // to its datagram by queue order (6.18): its packet is counted without
+    // a reader, with its stages up to the queue and no total (2 of 50 in
+    // one ASan tier run). Every other one has the whole path.
+    const double unknown = sample(page, "netlatd_records_reader_unknown_total");
+    CHECK(unknown >= 0);
+    CHECK(unknown <= static_cast<double>(sent) / 20);
     CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series + "}") ==
-          static_cast<double>(sent));
+          static_cast<double>(sent) - unknown);
     CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"+Inf\"}") ==
-          static_cast<double>(sent));
+          static_cast<double>(sent) - unknown);
     CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"," + series + "}") ==
           static_cast<double>(sent));
     CHECK(sample(page, "netlatd_packets_total{proto=\"tcp\"}") == 0);
@@ -716,7 +734,7 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
     CHECK(v >= prev);
     prev = v;
   }
-  CHECK(prev == static_cast<double>(sent));
+  CHECK(prev == static_cast<double>(sent) - sample(page, "netlatd_records_reader_unknown_total"));
   CHECK(sample(page, "netlatd_kernel_drops_total") >= 0);
   CHECK(sample(page, "netlatd_stage_applicable{stage=\"irq\"}") == 0);  // lo has no IRQ line
   CHECK(page.find("stack_dropped") == std::string::npos);  // the kernel's, not a loss of netlatd's
@@ -855,8 +873,16 @@ TEST_CASE("breakdown: per port, protocol, family and reader cgroup, in JSON and 
   CHECK(tcp_records >= 1);
   INFO(page);
   REQUIRE(counted);
-  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv4") + "}") == 40);
-  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv6") + "}") == 25);
+  // A read tied to no datagram on 6.18 (docs/JOIN.md) leaves its packet's
+  // record without a reader, so under cgroup="unknown": counted, and short of
+  // the reader's own series by exactly that.
+  const double unknown = sample(page, "netlatd_records_reader_unknown_total");
+  INFO("records without a reader " << unknown);
+  CHECK(unknown <= 3);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv4") + "}") +
+            sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv6") + "}") +
+            unknown ==
+        65);
   CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"in_socket\"," + series(tcp_port, "tcp", "ipv4") + "}") ==
         tcp_records);
   // Nothing under any other label set.
@@ -871,16 +897,27 @@ TEST_CASE("breakdown: per port, protocol, family and reader cgroup, in JSON and 
   const json &j = tot.last;
   CHECK(j["by"] == json::array({"dport", "proto", "family", "cgroup"}));
   std::map<std::string, json> rows;
+  std::map<std::string, uint64_t> unknown_rows;  // packet-only records: no reader, no cgroup
   for (const json &row : j["breakdown"]) {
+    const std::string key = std::to_string(row["dport"].get<int>()) + "/" + row["proto"].get<std::string>() + "/" +
+                            row["family"].get<std::string>();
+    if (row["cgroup"] == "unknown") {
+      unknown_rows[key] += row["packets"].get<uint64_t>();
+      continue;
+    }
     CHECK(row["cgroup"] == cgroup);  // the readers are threads of this process
-    rows[std::to_string(row["dport"].get<int>()) + "/" + row["proto"].get<std::string>() + "/" +
-         row["family"].get<std::string>()] = row;
+    rows[key] = row;
   }
   REQUIRE(rows.size() == 3);
+  CHECK(j["reader_unknown"].get<uint64_t>() == unknown_rows[std::to_string(udp_port) + "/udp/ipv4"] +
+                                                   unknown_rows[std::to_string(udp_port) + "/udp/ipv6"] +
+                                                   unknown_rows[std::to_string(tcp_port) + "/tcp/ipv4"]);
   const json &u4 = rows.at(std::to_string(udp_port) + "/udp/ipv4");
-  CHECK(u4["packets"] == 40);
-  CHECK(u4["stages"]["total"]["count"] == 40);
-  CHECK(rows.at(std::to_string(udp_port) + "/udp/ipv6")["packets"] == 25);
+  CHECK(u4["packets"].get<uint64_t>() + unknown_rows[std::to_string(udp_port) + "/udp/ipv4"] == 40);
+  CHECK(u4["stages"]["total"]["count"] == u4["packets"]);
+  CHECK(rows.at(std::to_string(udp_port) + "/udp/ipv6")["packets"].get<uint64_t>() +
+            unknown_rows[std::to_string(udp_port) + "/udp/ipv6"] ==
+        25);
   CHECK(rows.at(std::to_string(tcp_port) + "/tcp/ipv4")["packets"].get<double>() == tcp_records);
   CHECK_FALSE(u4["stages"].contains("irq"));  // lo has no IRQ line
   // The breakdown's p99 is the series' own: within the interval's range.
@@ -931,11 +968,23 @@ TEST_CASE("aggregate: the kernel's histograms equal the records of the same pack
   std::map<std::string, uint64_t> packets;
   for (const json &row : tot.last["breakdown"])
     packets[row["proto"].get<std::string>() + "/" + row["family"].get<std::string>()] = row["packets"].get<uint64_t>();
-  CHECK(packets["udp/ipv4"] == 300);
-  CHECK(packets["udp/ipv6"] == 200);
+  // Right or counted on 6.18 (docs/JOIN.md): a datagram read before its
+  // data-ready call ran loses its stamps (unjoined_*), and a read tied to no
+  // datagram leaves its packet's record without the reader's stages
+  // (reader_unknown): the ::1 burst is back to back. Both rare, both bounded;
+  // the TCP stream's segments could be among the lost, so UDP is bounded on
+  // both sides. (TSan CI once: total 528 of 530, 2 without a reader.)
+  INFO("lost " << tot.unjoined << ", records without a reader " << tot.reader_unknown << ", ambiguous reads "
+               << tot.ambiguous_reads);
+  CHECK(tot.unjoined <= 10);
+  CHECK(tot.reader_unknown <= 25);
+  CHECK(packets["udp/ipv4"] <= 300);
+  CHECK(packets["udp/ipv6"] <= 200);
+  CHECK(packets["udp/ipv4"] + packets["udp/ipv6"] + tot.unjoined >= 500);
   CHECK(packets["tcp/ipv4"] >= 1);
-  CHECK(tot.last["udp"] == 500);
-  CHECK(tot.last["stages"]["total"]["count"] == tot.last["packets"]);
+  CHECK(tot.last["udp"] == packets["udp/ipv4"] + packets["udp/ipv6"]);
+  CHECK(tot.last["stages"]["total"]["count"].get<uint64_t>() + tot.reader_unknown ==
+        tot.last["packets"].get<uint64_t>());
   CHECK(tot.unordered == 0);
   CHECK(tot.last["tcp_bytes"]["reported"] == 3000);
   // Outliers are still written whole, and only those over the bound.
@@ -954,10 +1003,15 @@ TEST_CASE("aggregate: exact counts in JSON and Prometheus with no record per pac
   REQUIRE(nl.wait_ready(15000));
   send_udp("", 4, "127.0.0.1", port, 2000, 64, 20);
   REQUIRE(udp4.wait_for(2000, 5000));
+  // The Prometheus counts add up once a stash entry left by a datagram read
+  // before its data-ready call has expired (2 s, swept every second).
   std::string page;
-  const bool counted = eventually(4000, [&] {
+  const bool counted = eventually(8000, [&] {
     page = scrape(metrics_port);
-    return sample(page, "netlatd_packets_total{proto=\"udp\"}") == 2000;
+    return sample(page, "netlatd_packets_total{proto=\"udp\"}") +
+               sample(page, "netlatd_losses_total{reason=\"unjoined_reused\"}") +
+               sample(page, "netlatd_losses_total{reason=\"unjoined_expired\"}") ==
+           2000;
   });
   INFO(page);
   CHECK(counted);
@@ -965,11 +1019,27 @@ TEST_CASE("aggregate: exact counts in JSON and Prometheus with no record per pac
   REQUIRE(nl->wait(5000));
   CHECK(nl->exit().code == 0);
   const Totals tot = interval_totals(nl->exit().out);
-  CHECK(tot.packets == 2000);
-  CHECK(tot.total_count == 2000);
+  INFO("records without a reader " << tot.reader_unknown << ", ambiguous reads " << tot.ambiguous_reads
+                                     << ", unjoined " << tot.unjoined);
+  INFO("last interval line: " << tot.last.dump());
+  INFO(nl->exit().err);
+  // On 6.18 a batch is spliced into the queue before its data-ready calls:
+  // a reader can take a datagram in between (1 to 3 of 2000 at 20 us apart).
+  // Its stamps are then lost and counted (unjoined_reused, once the skb's
+  // address comes back), and later reads cannot tell it from theirs until
+  // it is settled: ambiguous, each packet written without its reader
+  // (reader_unknown), its stages up to the queue kept, never the total.
+  // Every packet is in one count or the other, and every other one spans
+  // the whole path. UDP only: the scrapes are TCP connections, and one whose
+  // ephemeral port is the watched port's number is rightly measured too.
+  CHECK(tot.udp + tot.unjoined == 2000);
+  CHECK(tot.unjoined <= 2000 / 100);
+  CHECK(tot.reader_unknown <= 2000 / 20);
+  CHECK(tot.total_count + tot.reader_unknown == tot.packets);
   // Each packet added in the kernel, none written: the detach line's count
   // is the kernel's, and the ring carried reader names at most.
-  CHECK_THAT(nl->exit().err, ContainsSubstring("2000 returned to a reader and reported"));
+  CHECK_THAT(nl->exit().err,
+             ContainsSubstring(std::to_string(tot.packets) + " returned to a reader and reported"));
 }
 
 TEST_CASE("aggregate: a split the kernel side cannot keep is one usage line, exit 64, nothing attached",
@@ -1058,7 +1128,11 @@ TEST_CASE("least privilege: as an unprivileged user with only the unit's capabil
   CHECK(nl->exit().code == 0);
   const Totals t = interval_totals(nl->out());
   CHECK(t.packets == 60);
-  CHECK(t.total_count == 60);
+  // A read tied to no datagram (a push still in flight on the other CPU,
+  // 6.18) leaves its packet without a reader: counted, never a total.
+  INFO("records without a reader " << t.reader_unknown);
+  CHECK(t.reader_unknown <= 3);
+  CHECK(t.total_count + t.reader_unknown == 60);
   CHECK(t.final_last);
   CHECK_THAT(nl->err(), !ContainsSubstring("error"));
 }

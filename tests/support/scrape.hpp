@@ -50,6 +50,15 @@ inline double sample(const std::string &page, const std::string &series) {
   return -1;
 }
 
+// Packets whose stamps were lost and counted because no read could take them
+// (unjoined_reused, unjoined_expired; docs/JOIN.md), in a metrics page.
+inline double unjoined_losses(const std::string &page) {
+  double n = 0;
+  for (const char *reason : {"unjoined_reused", "unjoined_expired"})
+    n += std::max(0.0, sample(page, std::string("netlatd_losses_total{reason=\"") + reason + "\"}"));
+  return n;
+}
+
 // GET /metrics from the daemon on 127.0.0.1:port; "" unless 200.
 inline std::string scrape(uint16_t port) {
   auto res = http_request("127.0.0.1", port, "GET", "/metrics", 2000);
