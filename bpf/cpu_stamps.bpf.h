@@ -18,17 +18,50 @@ extern const struct pcpu_hot___netlatd pcpu_hot __ksym __weak;
 #define SOFTIRQ_OFFSET_NR 0x100        /* a softirq is being served */
 #define HARDIRQ_NMI_MASK_NR 0xff0000   /* in a hard IRQ or an NMI */
 
+/* How a program variant reads the preempt count, a compile-time constant:
+ * not at all, by the variable's address (resolved when the program loads,
+ * so only variants that never load elsewhere may name it), or from the
+ * runqueue (no kernel symbol named). */
+#define PC_NONE 0
+#define PC_KSYM 1
+#define PC_RUNQUEUE 2
+
 /* This CPU's preempt count, where the plan found it (HookPlan::
- * preempt_count); false where it cannot be read. For the `pc` variants only:
- * the variable's address is resolved when the program loads. */
-static __always_inline bool preempt_count_now(int *count)
+ * preempt_count) and the variant reads it (`pc`); false where it cannot be
+ * read. */
+static __always_inline bool preempt_count_now(const struct cpu_state *cs, int pc, int *count)
 {
-	if (targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count))
+	if (pc == PC_KSYM && targ_preempt_count == 1 && bpf_ksym_exists(&__preempt_count)) {
 		*count = *(const int *)bpf_this_cpu_ptr(&__preempt_count);
-	else if (targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot))
+	} else if (pc == PC_KSYM && targ_preempt_count == 2 && bpf_ksym_exists(&pcpu_hot)) {
 		*count = ((const struct pcpu_hot___netlatd *)bpf_this_cpu_ptr(&pcpu_hot))->preempt_count;
-	else
+	} else if (pc == PC_RUNQUEUE && targ_preempt_count == 3 && bpf_ksym_exists(bpf_rdonly_cast)) {
+		/* Without CONFIG_KALLSYMS_ALL the verifier cannot resolve
+		 * __preempt_count, but the running task's CFS queue is this
+		 * CPU's and points to this CPU's runqueue, a static per-CPU
+		 * variable too: the count sits at a fixed distance from it, the
+		 * one their offsets in the per-CPU section give (the plan reads
+		 * them from BTF). An int read through a struct that starts with
+		 * one: bpf_core_cast takes structs. The address is this CPU's for
+		 * good: found once, kept in the CPU's state (the task's and its
+		 * queue's lines are cold where the count's is not). */
+		__u64 at = cs->preempt_count_at;
+		if (!at) {
+			struct cfs_rq *cfs = bpf_get_current_task_btf()->se.cfs_rq;
+			struct rq *rq = cfs ? cfs->rq : NULL;
+			/* Kept for good: only once the runqueue says it is this
+			 * CPU's. Until then the count is not read (no stamp is
+			 * taken for NET_RX's), never guessed. */
+			if (!rq || rq->cpu != (int)bpf_get_smp_processor_id())
+				return false;
+			/* A pointer stored in a map value loads back as a number. */
+			*(void *volatile *)&((struct cpu_state *)cs)->preempt_count_at = (void *)rq + targ_preempt_count_from_rq;
+			at = *(volatile __u64 *)&cs->preempt_count_at;
+		}
+		*count = bpf_core_cast((void *)at, struct refcount_struct)->refs.counter;
+	} else {
 		return false;
+	}
 	return true;
 }
 
@@ -38,19 +71,20 @@ static __always_inline bool preempt_count_now(int *count)
  * running when "in NET_RX" was set by the last softirq entry and a softirq
  * is still being served, not interrupted by a hard IRQ (softirqs do not nest,
  * and a raise from a hard IRQ that interrupts the run is not the run's own).
- * Without CONFIG_KALLSYMS_ALL the verifier cannot find the variable: the
- * plan keeps softirq_exit and the variants that never read it there. */
-static __always_inline bool net_rx_running(const struct cpu_state *cs, bool pc)
+ * Without CONFIG_KALLSYMS_ALL the verifier cannot find the variable by its
+ * symbol: the plan takes the PC_RUNQUEUE variants there, or, where they
+ * cannot load either, keeps softirq_exit and the variants that never read it. */
+static __always_inline bool net_rx_running(const struct cpu_state *cs, int pc)
 {
 	if (!cs->in_net_rx)
 		return false;
 	/* `pc`: a compile-time constant, for the program variants that read the
-	 * count (the variable's address is resolved when the program loads, and
-	 * a kernel without CONFIG_KALLSYMS_ALL cannot resolve it). */
-	if (!pc || targ_preempt_count == 0)
+	 * count (PC_KSYM's address is resolved when the program loads, and a
+	 * kernel without CONFIG_KALLSYMS_ALL cannot resolve it: PC_RUNQUEUE). */
+	if (pc == PC_NONE || targ_preempt_count == 0)
 		return true;
 	int count;
-	if (!preempt_count_now(&count))
+	if (!preempt_count_now(cs, pc, &count))
 		return false;
 	return (count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR)) == SOFTIRQ_OFFSET_NR;
 }
@@ -59,14 +93,14 @@ static __always_inline bool net_rx_running(const struct cpu_state *cs, bool pc)
  * vector (RCU's frees a closed UDP socket's queue; NET_RX refuses datagrams
  * on arrival) and no hard IRQ; `pc` as for net_rx_running. With the preempt
  * count unreadable where softirq_exit is detached, NET_RX alone is known. */
-static __always_inline bool task_context(const struct cpu_state *cs, bool pc)
+static __always_inline bool task_context(const struct cpu_state *cs, int pc)
 {
 	if (targ_preempt_count == 0)
 		return !cs->in_softirq;
-	if (!pc)
-		return !net_rx_running(cs, false);
+	if (pc == PC_NONE)
+		return !net_rx_running(cs, PC_NONE);
 	int count;
-	if (!preempt_count_now(&count))
+	if (!preempt_count_now(cs, pc, &count))
 		return false;
 	return !(count & (SOFTIRQ_OFFSET_NR | HARDIRQ_NMI_MASK_NR));
 }
@@ -111,7 +145,7 @@ static __always_inline int on_irq_handler_exit(void)
  * interrupt of the same device on this CPU (a second RX interrupt, an MSI-X TX
  * or "other" vector) before the run must not replace it. So the raise, not
  * the run's entry, picks the IRQ. */
-static __always_inline int on_softirq_raise(unsigned int vec, bool pc)
+static __always_inline int on_softirq_raise(unsigned int vec, int pc)
 {
 	if (vec != NET_RX_SOFTIRQ_NR)
 		return 0;
@@ -156,10 +190,12 @@ static __always_inline int on_softirq_entry(unsigned int vec)
 	cs->pend_raise_ts = 0;
 	cs->softirq_ts = bpf_ktime_get_ns();
 	cs->in_net_rx = 1;
-	/* "ksoftirqd/N": the first 8 bytes of the name, in one load. */
+	/* "ksoftirqd/N": a kernel thread, and the first 8 bytes of its name, in
+	 * one load. Most runs are on a user task's way out of an interrupt or a
+	 * bh-disabled section: its flags' line is the scheduler's and warm, its
+	 * name's line is not, and is not read then. */
 	struct task_struct *task = bpf_get_current_task_btf();
-	__u64 name8 = *(__u64 *)task->comm;
-	cs->in_ksoftirqd = name8 == KSOFTIRQ_NAME8;
+	cs->in_ksoftirqd = (task->flags & 0x00200000 /* PF_KTHREAD */) && *(__u64 *)task->comm == KSOFTIRQ_NAME8;
 	return 0;
 }
 

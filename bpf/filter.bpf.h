@@ -11,12 +11,15 @@
 /* ---- the stash: UDP datagrams between netif_receive_skb and their socket ---- */
 
 /* The first of the two entries (a set) where `skb` may be: two-way, so two
- * packets in flight at once that hash alike both keep an entry. skb heads are
- * cache-aligned slab objects: drop the low bits and take the top bits of a
- * multiplicative hash of the rest. */
+ * packets in flight at once that map alike both keep an entry. skb heads are
+ * 256-byte slab objects, and a host's receive path recycles a few dozen of
+ * them: the set is the address's object number, so that neighbours in a slab
+ * page are neighbours here, and the few entries in use share a few pages and
+ * lines. A hash of the address spread them over the whole table: a cache and
+ * TLB miss on most packets, the costliest load of netif_receive_skb. */
 static __always_inline __u32 stash_set(__u64 skb)
 {
-	return (((ptr_low32(skb) >> 6) * 0x9E3779B1U) >> (32 - NETLATD_STASH_BITS)) & ~1U;
+	return (ptr_low32(skb) >> 7) & ~1U;
 }
 
 static __always_inline struct netlatd_stash_entry *stash_at(__u32 idx)
@@ -295,7 +298,7 @@ static __always_inline __u16 skb_vlan_id(struct sk_buff *skb)
 }
 
 /* `pc`: see net_rx_running. */
-static __always_inline int on_netif_receive_skb(struct sk_buff *skb, bool pc)
+static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 {
 	ARM(ARMED_RECEIVE_SKB);
 	struct net_device *dev = skb->dev;

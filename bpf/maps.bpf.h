@@ -29,8 +29,10 @@ const volatile __u32 targ_udp_join = UDP_JOIN_ORDER;
 const volatile bool targ_push_before_queue = false;
 /* Where this CPU's preempt count is (enum PreemptCount, include/netlatd/hooks.hpp):
  * 0 = not read, softirq_exit ends each NET_RX run; 1 = __preempt_count;
- * 2 = pcpu_hot.preempt_count. */
+ * 2 = pcpu_hot.preempt_count; 3 = __preempt_count, at
+ * targ_preempt_count_from_rq bytes from this CPU's runqueue. */
 const volatile __u32 targ_preempt_count = 0;
+const volatile __s64 targ_preempt_count_from_rq = 0;
 /* udp_prod_queue entries per socket (nr_node_ids). */
 const volatile __u32 targ_numa_nodes = 1;
 /* Wait-queue callbacks of readers asleep inside a receive call, from
@@ -160,6 +162,10 @@ struct cpu_state {
 	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
+	/* This CPU's __preempt_count, found once from its runqueue
+	 * (PC_RUNQUEUE, cpu_stamps.bpf.h): a static per-CPU variable does not
+	 * move. 0 until then. */
+	__u64 preempt_count_at;
 	/* ptr_value's and opaque_value's round trip through memory, one word per
 	 * program that makes it: a program interrupted between its store and
 	 * its load (a softirq's data-ready call on top of a receive return, a
@@ -386,16 +392,16 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NETLATD_DROP_COUNT);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct netlatd_drop_block);
 } drops SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NETLATD_CNT_COUNT);
+	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u64);
+	__type(value, struct netlatd_counter_block);
 } counters SEC(".maps");
 
 /* --cgroup: the cgroups whose subtrees are kept, filled by the daemon after

@@ -220,7 +220,7 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 /* The kernel dropped a packet we were following: a datagram before its
  * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it;
  * or a datagram a read took off its socket's queue and dropped. */
-static __always_inline int on_kfree_skb(struct sk_buff *skb, bool pc)
+static __always_inline int on_kfree_skb(struct sk_buff *skb, int pc)
 {
 	__u64 key = (__u64)skb;
 	struct cpu_state *cs = this_cpu();
@@ -287,12 +287,16 @@ SEC("tp_btf/irq_handler_exit")
 int BPF_PROG(irq_exit_btf, int irq) { return on_irq_handler_exit(); }
 
 SEC("tp_btf/softirq_raise")
-int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec, false); }
+int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec, PC_NONE); }
 
-/* The _pc variants read the CPU's preempt count, and softirq_exit is left
- * detached (cpu_stamps.bpf.h net_rx_running). */
+/* The _pc and _rq variants read the CPU's preempt count (by its symbol; from
+ * the runqueue), and softirq_exit is left detached (cpu_stamps.bpf.h
+ * net_rx_running). */
 SEC("tp_btf/softirq_raise")
-int BPF_PROG(sirq_raise_pc, unsigned int vec) { return on_softirq_raise(vec, true); }
+int BPF_PROG(sirq_raise_pc, unsigned int vec) { return on_softirq_raise(vec, PC_KSYM); }
+
+SEC("tp_btf/softirq_raise")
+int BPF_PROG(sirq_raise_rq, unsigned int vec) { return on_softirq_raise(vec, PC_RUNQUEUE); }
 
 SEC("tp_btf/softirq_entry")
 int BPF_PROG(sirq_entry_btf, unsigned int vec) { return on_softirq_entry(vec); }
@@ -307,10 +311,13 @@ int BPF_PROG(napi_poll_btf, struct napi_struct *napi, int work, int budget)
 }
 
 SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb, false); }
+int BPF_PROG(rcv_skb_btf, struct sk_buff *skb) { return on_netif_receive_skb(skb, PC_NONE); }
 
 SEC("tp_btf/netif_receive_skb")
-int BPF_PROG(rcv_skb_pc, struct sk_buff *skb) { return on_netif_receive_skb(skb, true); }
+int BPF_PROG(rcv_skb_pc, struct sk_buff *skb) { return on_netif_receive_skb(skb, PC_KSYM); }
+
+SEC("tp_btf/netif_receive_skb")
+int BPF_PROG(rcv_skb_rq, struct sk_buff *skb) { return on_netif_receive_skb(skb, PC_RUNQUEUE); }
 
 SEC("tp_btf/sk_data_ready")
 int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }
@@ -325,10 +332,13 @@ SEC("tp_btf/tcp_probe")
 int BPF_PROG(tcp_queue_btf, struct sock *sk, struct sk_buff *skb) { return on_tcp_probe(sk, skb); }
 
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb, false); }
+int BPF_PROG(drop_skb_btf, struct sk_buff *skb) { return on_kfree_skb(skb, PC_NONE); }
 
 SEC("tp_btf/kfree_skb")
-int BPF_PROG(drop_skb_pc, struct sk_buff *skb) { return on_kfree_skb(skb, true); }
+int BPF_PROG(drop_skb_pc, struct sk_buff *skb) { return on_kfree_skb(skb, PC_KSYM); }
+
+SEC("tp_btf/kfree_skb")
+int BPF_PROG(drop_skb_rq, struct sk_buff *skb) { return on_kfree_skb(skb, PC_RUNQUEUE); }
 
 SEC("tp_btf/sched_waking")
 int BPF_PROG(waking_typed, struct task_struct *p) { return on_sched_waking(p, true); }

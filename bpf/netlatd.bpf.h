@@ -49,13 +49,14 @@ static __always_inline __u32 before(__u64 now, __u64 then)
 	return now - then ? (__u32)(now - then) : 1;
 }
 
-/* Add to a per-CPU counter slot of an array map. */
-#define ADD(map, idx, n)                                                  \
-	do {                                                              \
-		__u32 __k = (idx);                                        \
-		__u64 *__v = bpf_map_lookup_elem(&map, &__k);             \
-		if (__v)                                                  \
-			*__v += (n);                                      \
+/* Add to count `idx` of this CPU's block of a counter map (`counters`,
+ * `drops`: one element, a block of counts). */
+#define ADD(map, idx, n)                                                          \
+	do {                                                                      \
+		__u32 __zero = 0, __i = (idx);                                    \
+		typeof(*map.value) *__b = bpf_map_lookup_elem(&map, &__zero);     \
+		if (__b && __i < sizeof(__b->v) / sizeof(__b->v[0]))             \
+			__b->v[__i] += (n);                                       \
 	} while (0)
 #define COUNT(map, idx) ADD(map, idx, 1)
 

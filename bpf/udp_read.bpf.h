@@ -136,7 +136,7 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
  * current task must be in a receive system call, a FIONREAD or a poll, in
  * its own context (task_context; `pc`: the program variant that reads the
  * preempt count). x86-64 only, like read_bufsize. */
-static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, bool pc)
+static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, int pc)
 {
 #ifdef __TARGET_ARCH_x86
 	if (!bpf_core_field_exists(skb->dev_scratch))

@@ -88,8 +88,8 @@ int run_check(const Options &opts, const KernelFeatures &features) {
         ok = ok && features.has_kfunc(cand.kfunc);
       }
       if (cand.reads_preempt_count) {
-        label += " reading the preempt count";
-        ok = ok && plan.preempt_count != PreemptCount::None;
+        label += cand.through_runqueue ? " reading the preempt count from the runqueue" : " reading the preempt count";
+        ok = ok && plan.reads_as_planned(cand);
       }
       cands += fmt::format("{}{}{}", cands.empty() ? "" : ", ", label, ok ? "" : " (no)");
     }

@@ -27,15 +27,20 @@ const std::vector<HookPoint> &hook_points() {
   static const std::vector<HookPoint> points = {
       {Point::IrqHandlerEntry, "irq_handler_entry", false, {{"irq_entry_btf", K::TpBtf, "irq_handler_entry"}}},
       {Point::IrqHandlerExit, "irq_handler_exit", false, {{"irq_exit_btf", K::TpBtf, "irq_handler_exit"}}},
-      // The _pc variants read the CPU's preempt count where the plan does
-      // (see PreemptCount), which leaves softirq_exit detached.
+      // The _pc and _rq variants read the CPU's preempt count where the plan
+      // does (see PreemptCount), which leaves softirq_exit detached: _pc by
+      // the variable's symbol, _rq from the runqueue (no symbol to resolve).
       {Point::SoftirqRaise, "softirq_raise", false,
-       {{"sirq_raise_pc", K::TpBtf, "softirq_raise", {}, true}, {"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
+       {{"sirq_raise_pc", K::TpBtf, "softirq_raise", {}, true},
+        {"sirq_raise_rq", K::TpBtf, "softirq_raise", "bpf_rdonly_cast", true, true},
+        {"sirq_raise_btf", K::TpBtf, "softirq_raise"}}},
       {Point::SoftirqEntry, "softirq_entry", false, {{"sirq_entry_btf", K::TpBtf, "softirq_entry"}}},
       {Point::SoftirqExit, "softirq_exit", false, {{"sirq_exit_btf", K::TpBtf, "softirq_exit"}}},
       {Point::NapiPoll, "napi_poll", false, {{"napi_poll_btf", K::TpBtf, "napi_poll"}}},
       {Point::NetifReceiveSkb, "netif_receive_skb", true,
-       {{"rcv_skb_pc", K::TpBtf, "netif_receive_skb", {}, true}, {"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
+       {{"rcv_skb_pc", K::TpBtf, "netif_receive_skb", {}, true},
+        {"rcv_skb_rq", K::TpBtf, "netif_receive_skb", "bpf_rdonly_cast", true, true},
+        {"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
       // fentry first: it runs before the datagram is queued, so its slot
       // exists before any read can take it; the tracepoint (6.5+) runs after,
       // and is what a kernel that refuses fentry (6.18 here) has.
@@ -48,7 +53,9 @@ const std::vector<HookPoint> &hook_points() {
       // drop_skb_pc tells a drop inside NET_RX from a read's by the preempt
       // count, like the other _pc variants (bpf/udp_read.bpf.h note_read_drop).
       {Point::KfreeSkb, "kfree_skb", false,
-       {{"drop_skb_pc", K::TpBtf, "kfree_skb", {}, true}, {"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
+       {{"drop_skb_pc", K::TpBtf, "kfree_skb", {}, true},
+        {"drop_skb_rq", K::TpBtf, "kfree_skb", "bpf_rdonly_cast", true, true},
+        {"drop_skb_btf", K::TpBtf, "kfree_skb"}}},
       // waking_typed walks the socket's wait queue with plain loads through
       // bpf_core_cast (bpf_rdonly_cast, 6.2+); waking_btf with probe reads.
       {Point::SchedWaking, "sched_waking", false,
@@ -78,6 +85,8 @@ std::string_view preempt_count_description(PreemptCount p) {
   case PreemptCount::None: return "softirq_exit ends each NET_RX run";
   case PreemptCount::PerCpu: return "not needed: the CPU's preempt count (__preempt_count) says when NET_RX runs";
   case PreemptCount::PcpuHot: return "not needed: the CPU's preempt count (pcpu_hot) says when NET_RX runs";
+  case PreemptCount::Runqueue:
+    return "not needed: the CPU's preempt count (__preempt_count, found from its runqueue) says when NET_RX runs";
   }
   return "unknown";
 }
@@ -147,17 +156,27 @@ HookPlan choose_hooks(const KernelFeatures &features) {
   // PREEMPT_RT keeps softirq counts per task (task_struct.softirq_disable_cnt
   // exists only there): its preempt count does not say.
   if (!features.has_member("task_struct", "softirq_disable_cnt")) {
-    if (features.has_var("__preempt_count"))
+    if (features.has_var("__preempt_count")) {
       plan.preempt_count = PreemptCount::PerCpu;
-    else if (features.has_var("pcpu_hot") && features.has_member("pcpu_hot", "preempt_count"))
+    } else if (features.has_var("pcpu_hot") && features.has_member("pcpu_hot", "preempt_count")) {
       plan.preempt_count = PreemptCount::PcpuHot;
+    } else if (features.has_member("sched_entity", "cfs_rq") && features.has_member("cfs_rq", "rq") &&
+               features.has_kfunc("bpf_rdonly_cast")) {
+      // Without CONFIG_KALLSYMS_ALL: the variable's distance from the
+      // runqueue, which a task's CFS queue (CONFIG_FAIR_GROUP_SCHED) names.
+      const std::optional<int64_t> count = features.percpu_offset("__preempt_count");
+      const std::optional<int64_t> rq = features.percpu_offset("runqueues");
+      if (count && rq) {
+        plan.preempt_count = PreemptCount::Runqueue;
+        plan.preempt_count_from_rq = *count - *rq;
+      }
+    }
   }
 #endif
-  const bool pc = plan.preempt_count != PreemptCount::None;
   for (const HookPoint &hp : hook_points()) {
     HookChoice choice{&hp, std::nullopt};
     for (const HookCandidate &c : hp.candidates) {
-      if (c.reads_preempt_count && !pc)
+      if (!plan.reads_as_planned(c))
         continue;
       if ((c.kfunc.empty() || features.has_kfunc(c.kfunc)) && features.can_attach(c.kind, c.target)) {
         choice.chosen = c;
@@ -293,6 +312,21 @@ public:
       return false;
     close(fd);
     return true;
+  }
+
+  std::optional<int64_t> percpu_offset(std::string_view name) const override {
+    if (!btf_)
+      return std::nullopt;
+    const int var = btf__find_by_name_kind(btf_, std::string(name).c_str(), BTF_KIND_VAR);
+    const int sec = btf__find_by_name_kind(btf_, ".data..percpu", BTF_KIND_DATASEC);
+    if (var < 0 || sec < 0)
+      return std::nullopt;
+    const btf_type *t = btf__type_by_id(btf_, static_cast<uint32_t>(sec));
+    const btf_var_secinfo *v = btf_var_secinfos(t);
+    for (uint16_t i = 0; i < btf_vlen(t); i++, v++)
+      if (v->type == static_cast<uint32_t>(var))
+        return static_cast<int64_t>(v->offset);
+    return std::nullopt;
   }
 
   std::string kernel_release() const override {

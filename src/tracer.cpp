@@ -30,6 +30,7 @@
 #include "netlatd/errors.hpp"
 #include "netlatd/ksyms.hpp"
 #include "netlatd/record.hpp"
+#include "netlatd/ring.hpp"
 
 namespace netlatd {
 
@@ -138,7 +139,7 @@ std::string last_libbpf_warning() {
 
 struct Tracer::Impl {
   netlatd_bpf *skel = nullptr;
-  ring_buffer *ring = nullptr;
+  std::unique_ptr<RingBuffer> ring;
   RecordFn on_record;
   RecordDecoder decoder;  // the ring's records in ring order
   uint64_t last_prune_ns = 0;
@@ -157,27 +158,23 @@ struct Tracer::Impl {
   std::unique_ptr<netlatd_agg_block> agg_block, agg_blank;
 
   ~Impl() {
-    if (ring)
-      ring_buffer__free(ring);
+    ring.reset();
     if (skel)
       netlatd_bpf__destroy(skel);
   }
 
-  // Under a flood the ring fills as fast as it is drained, and libbpf
-  // consumes until it is empty: without a budget (kPollBudget, about 30 ms
-  // of records at the daemon's cost per record) the drain loop would not
-  // get back to signals, rtnetlink, the report interval or the watchdog for
-  // seconds (a SIGHUP waited 3 s in the soak). What handle() returns when
-  // the budget is spent: libbpf stores the consumer position past that
-  // record (already handled) and stops.
-  static constexpr int kBudgetSpent = -ECANCELED;
+  // Under a flood the ring fills as fast as it is drained: without a
+  // budget (kPollBudget, about 30 ms of records at the daemon's cost per
+  // record) the drain loop would not get back to signals, rtnetlink, the
+  // report interval or the watchdog for seconds (a SIGHUP waited 3 s in
+  // the soak). handle() says false when the budget is spent: the ring
+  // stops after that record (already handled).
   int budget_left = kPollBudget;
 
-  static int handle(void *ctx, void *data, size_t size) {
-    auto *self = static_cast<Impl *>(ctx);
+  bool handle(const void *data, size_t size) {
     netlatd_packet p;
-    switch (self->decoder.decode(data, size, p)) {
-    case RecordDecoder::Kind::Packet: self->on_record(p); break;
+    switch (decoder.decode(data, size, p)) {
+    case RecordDecoder::Kind::Packet: on_record(p); break;
     case RecordDecoder::Kind::Reader: break;
     case RecordDecoder::Kind::Unnamed:
       // The kernel side could not name the reader ahead of it (the ring
@@ -185,19 +182,20 @@ struct Tracer::Impl {
       break;
     case RecordDecoder::Kind::Malformed: break;
     }
-    return --self->budget_left > 0 ? 0 : kBudgetSpent;
+    return --budget_left > 0;
   }
 
   template <size_t N>
   std::array<uint64_t, N> sum_percpu(bpf_map *map) const {
+    // One block of N counts per CPU (netlatd_drop_block, netlatd_counter_block).
     std::array<uint64_t, N> out{};
-    std::vector<uint64_t> values(static_cast<size_t>(ncpus));
-    for (uint32_t i = 0; i < N; i++) {
-      if (bpf_map_lookup_elem(bpf_map__fd(map), &i, values.data()) != 0)
-        continue;
-      for (uint64_t v : values)
-        out[i] += v;
-    }
+    std::vector<uint64_t> values(static_cast<size_t>(ncpus) * N);
+    const uint32_t zero = 0;
+    if (bpf_map_lookup_elem(bpf_map__fd(map), &zero, values.data()) != 0)
+      return out;
+    for (size_t cpu = 0; cpu < static_cast<size_t>(ncpus); cpu++)
+      for (size_t i = 0; i < N; i++)
+        out[i] += values[cpu * N + i];
     return out;
   }
 };
@@ -230,6 +228,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   skel->rodata->targ_push_before_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
   skel->rodata->targ_numa_nodes = numa_nodes();
   skel->rodata->targ_preempt_count = static_cast<__u32>(plan.preempt_count);
+  skel->rodata->targ_preempt_count_from_rq = plan.preempt_count_from_rq;
   const std::vector<uint64_t> wake_fns = kernel_text_addresses({"receiver_wake_function", "woken_wake_function"});
   skel->rodata->targ_receiver_wake_fn = wake_fns[0];
   skel->rodata->targ_woken_wake_fn = wake_fns[1];
@@ -347,13 +346,13 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
     links_.push_back(link);
   }
 
-  impl_->ring = ring_buffer__new(bpf_map__fd(skel->maps.events), &Impl::handle, impl_.get(), nullptr);
-  if (!impl_->ring) {
-    int err = errno;
+  try {
+    impl_->ring = std::make_unique<RingBuffer>(bpf_map__fd(skel->maps.events), bpf_map__max_entries(skel->maps.events));
+  } catch (const Error &) {
     for (bpf_link *l : links_)
       bpf_link__destroy(l);
     links_.clear();
-    throw Error(ExitCode::Unavailable, "cannot map the BPF ring buffer: " + errno_text(err));
+    throw;
   }
 }
 
@@ -534,17 +533,11 @@ void Tracer::set_target(const TraceTarget &t) {
 
 int Tracer::poll(int timeout_ms) {
   impl_->budget_left = kPollBudget;
-  int n = ring_buffer__poll(impl_->ring, timeout_ms);
-  if (n == Impl::kBudgetSpent)
-    return kPollBudget;
-  if (n < 0 && n != -EINTR)
-    throw Error(ExitCode::Software, "ring buffer poll failed: " + errno_text(n));
-  int m = ring_buffer__consume(impl_->ring);
-  if (m == Impl::kBudgetSpent)
-    return kPollBudget;
-  if (m < 0 && m != -EINTR)
-    throw Error(ExitCode::Software, "ring buffer consume failed: " + errno_text(m));
-  return std::max(n, 0) + std::max(m, 0);
+  if (timeout_ms != 0)
+    impl_->ring->wait(timeout_ms);
+  Impl &impl = *impl_;
+  const size_t n = impl.ring->view().consume([&impl](const void *data, size_t size) { return impl.handle(data, size); });
+  return impl.budget_left <= 0 ? kPollBudget : static_cast<int>(n);
 }
 
 bool Tracer::wait_until_live(int timeout_ms) {
@@ -583,7 +576,7 @@ bool Tracer::wait_until_live(int timeout_ms) {
   return ok;
 }
 
-int Tracer::ring_epoll_fd() const { return ring_buffer__epoll_fd(impl_->ring); }
+int Tracer::ring_epoll_fd() const { return impl_->ring->epoll_fd(); }
 
 std::map<std::string, uint64_t> Tracer::hook_misses() const {
   std::map<std::string, uint64_t> out;
@@ -612,6 +605,27 @@ std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
   return counters;
 }
 
+uint64_t Tracer::sweep_stash(uint64_t inflight_max_age_ns) {
+  const uint64_t now = monotonic_ns();
+  uint64_t expired = 0;
+  // Datagrams that never reached a socket, or that a read took before their
+  // data-ready call: free their stash entries (mapped with .bss) with the
+  // same compare-and-swap the BPF side claims them with, so an entry a CPU
+  // refilled meanwhile is left alone.
+  for (netlatd_stash_entry &e : impl_->skel->bss->stash) {
+    __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
+    if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
+      continue;
+    uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
+    if (!t || now <= t || now - t <= inflight_max_age_ns)
+      continue;
+    if (__atomic_compare_exchange_n(&e.skb, &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_RELAXED))
+      expired++;
+  }
+  return expired;
+}
+
 Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
   SweepResult r;
   const uint64_t now = monotonic_ns();
@@ -628,20 +642,7 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_
     r.readers_forgotten = impl_->decoder.prune(now - Impl::kReaderIdleNs);
   }
 
-  // Datagrams that never reached a socket: free their stash entries (mapped
-  // with .bss) with the same compare-and-swap the BPF side claims them with,
-  // so an entry a CPU refilled meanwhile is left alone.
-  for (netlatd_stash_entry &e : impl_->skel->bss->stash) {
-    __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
-    if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
-      continue;
-    uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
-    if (!t || now <= t || now - t <= inflight_max_age_ns)
-      continue;
-    if (__atomic_compare_exchange_n(&e.skb, &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED))
-      r.expired_inflight++;
-  }
+  r.expired_inflight = sweep_stash(inflight_max_age_ns);
 
   // TCP segments never queued (dropped by TCP: a duplicate, a full backlog)
   // or queued and never read (the socket closed first).

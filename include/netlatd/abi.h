@@ -269,6 +269,17 @@ enum netlatd_counter {
 	NETLATD_CNT_COUNT
 };
 
+/* The `drops` and `counters` maps hold one per-CPU block each, indexed by
+ * the enums above: a packet's counts (matched, queued, emitted) share one
+ * cache line, where an element per count took a line, and a lookup of the
+ * element's per-CPU address, each. */
+struct netlatd_drop_block {
+	__u64 v[NETLATD_DROP_COUNT];
+};
+struct netlatd_counter_block {
+	__u64 v[NETLATD_CNT_COUNT];
+};
+
 /*
  * --aggregate: the kernel side adds a record it would have written to
  * per-stage histograms of its own (bpf/aggregate.bpf.h), with the buckets of

@@ -3,6 +3,7 @@
 // can observe it, in order of preference. A probe of the running kernel picks
 // one per point at start-up; the others' autoload is switched off. The choice
 // is shown by --check, logged, and carried in every JSON line.
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,9 @@ struct HookCandidate {
   // Reads the CPU's preempt count (HookPlan::preempt_count): chosen exactly
   // where the plan reads it, the plain variant everywhere else.
   bool reads_preempt_count = false;
+  // ... from the runqueue (PreemptCount::Runqueue), not through the
+  // variable's kernel symbol (the other ways).
+  bool through_runqueue = false;
 };
 
 enum class Point {
@@ -85,6 +89,9 @@ public:
   // Whether a BPF program can use this kernel variable (global or per-CPU):
   // its BTF has it and the verifier finds its address.
   virtual bool has_var(std::string_view name) const = 0;
+  // Where a static per-CPU variable sits in the kernel's per-CPU section
+  // (.data..percpu in its BTF), whether or not kallsyms lists it.
+  virtual std::optional<int64_t> percpu_offset(std::string_view name) const = 0;
 };
 
 // Probes the live kernel (needs root or CAP_BPF+CAP_PERFMON). Results are cached.
@@ -99,6 +106,12 @@ enum class PreemptCount : uint32_t {
   None = 0,     // softirq_exit marks the end of each NET_RX run
   PerCpu = 1,   // the per-CPU int __preempt_count (x86: up to 6.1, and 6.15+)
   PcpuHot = 2,  // pcpu_hot.preempt_count (x86: 6.2 to 6.14)
+  // __preempt_count found from this CPU's runqueue, which the current task's
+  // CFS queue points to: both are static per-CPU variables, a fixed distance
+  // apart (HookPlan::preempt_count_from_rq) on every CPU. For kernels
+  // without CONFIG_KALLSYMS_ALL, where the verifier cannot find the variable
+  // by name.
+  Runqueue = 3,
 };
 std::string_view preempt_count_description(PreemptCount p);
 
@@ -112,8 +125,16 @@ struct HookPlan {
   std::vector<std::string> missing_required;  // point names with no usable candidate
   UdpJoin udp_join = UdpJoin::Order;
   PreemptCount preempt_count = PreemptCount::None;
+  // PreemptCount::Runqueue: __preempt_count's address minus runqueues'.
+  int64_t preempt_count_from_rq = 0;
 
   const HookChoice &choice(Point p) const;
+  // Whether a candidate's way of reading the preempt count (if it reads it)
+  // is the one this plan found.
+  bool reads_as_planned(const HookCandidate &c) const {
+    return !c.reads_preempt_count ||
+           (preempt_count != PreemptCount::None && c.through_runqueue == (preempt_count == PreemptCount::Runqueue));
+  }
   bool runnable() const { return missing_required.empty(); }
   // "tp_btf/sk_data_ready" etc., or "" when the point has no hook.
   std::string label(Point p) const;

@@ -136,6 +136,12 @@ public:
   };
   // Removes state older than the given ages (CLOCK_MONOTONIC ns).
   SweepResult sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns);
+  // The UDP stash alone (memory mapped: no system call), often: a datagram
+  // a read took before its data-ready call leaves its entry there, and its
+  // loss shows in the counts once the entry expires, not a whole interval
+  // later. The TCP segments (a map walk, a system call per entry) and the
+  // readers wait for sweep().
+  uint64_t sweep_stash(uint64_t inflight_max_age_ns);
 
 private:
   struct Impl;

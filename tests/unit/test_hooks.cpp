@@ -1,6 +1,7 @@
 // Hook choice with a mocked kernel, so the fallback paths of both our kernels
 // are exercised here without root: 6.18 (tracepoints only, no fentry/kprobes)
 // and Debian's 6.1 (fentry works; sock:sk_data_ready, sock:sock_recv_length missing).
+#include <map>
 #include <set>
 #include <string>
 
@@ -25,6 +26,7 @@ public:
   std::set<std::string> members;  // "struct.member"
   std::set<std::string> kfuncs;
   std::set<std::string> vars;
+  std::map<std::string, int64_t> percpu;  // offsets in the per-CPU section
 
   bool has_vmlinux_btf() const override { return true; }
   bool has_ringbuf() const override { return true; }
@@ -43,6 +45,10 @@ public:
   }
   bool has_kfunc(std::string_view name) const override { return kfuncs.count(std::string(name)) > 0; }
   bool has_var(std::string_view name) const override { return vars.count(std::string(name)) > 0; }
+  std::optional<int64_t> percpu_offset(std::string_view name) const override {
+    auto it = percpu.find(std::string(name));
+    return it == percpu.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  }
 };
 
 // This machine's kernel: every tracepoint, fentry refused, 6.18's UDP
@@ -211,6 +217,42 @@ TEST_CASE("the preempt count ends a NET_RX run where it can, softirq_exit where 
     CHECK(plan.preempt_count == PreemptCount::PcpuHot);
     CHECK(plan.label(Point::SoftirqExit).empty());
     CHECK(plan.has(Point::SoftirqEntry));
+  }
+  SECTION("the variable in BTF but not in kallsyms (this machine): found from the runqueue") {
+    FakeKernel k = kernel_6_18();
+    k.vars.clear();
+    k.members.insert({"sched_entity.cfs_rq", "cfs_rq.rq"});
+    k.percpu = {{"__preempt_count", 86064}, {"runqueues", 178752}};
+    HookPlan plan = choose_hooks(k);
+    CHECK(plan.preempt_count == PreemptCount::Runqueue);
+    CHECK(plan.preempt_count_from_rq == 86064 - 178752);
+    CHECK(plan.label(Point::SoftirqExit).empty());
+    CHECK(plan.stood_in(Point::SoftirqExit) == preempt_count_description(PreemptCount::Runqueue));
+    // The variants that name no kernel symbol: a _pc one would not load.
+    CHECK(plan.choice(Point::SoftirqRaise).chosen->program == "sirq_raise_rq");
+    CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_rq");
+    CHECK(plan.choice(Point::KfreeSkb).chosen->program == "drop_skb_rq");
+    // Without CONFIG_FAIR_GROUP_SCHED (no CFS queue in a task), or without
+    // bpf_rdonly_cast: softirq_exit.
+    for (int without = 0; without < 2; without++) {
+      FakeKernel k2 = k;
+      if (without == 0)
+        k2.members.erase("sched_entity.cfs_rq");
+      else
+        k2.kfuncs.erase("bpf_rdonly_cast");
+      HookPlan p2 = choose_hooks(k2);
+      CHECK(p2.preempt_count == PreemptCount::None);
+      CHECK(p2.label(Point::SoftirqExit) == "tp_btf/softirq_exit");
+      CHECK(p2.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_btf");
+    }
+  }
+  SECTION("a symbol to read by: never the runqueue's way") {
+    FakeKernel k = kernel_6_18();
+    k.members.insert({"sched_entity.cfs_rq", "cfs_rq.rq"});
+    k.percpu = {{"__preempt_count", 86064}, {"runqueues", 178752}};
+    HookPlan plan = choose_hooks(k);
+    CHECK(plan.preempt_count == PreemptCount::PerCpu);
+    CHECK(plan.choice(Point::NetifReceiveSkb).chosen->program == "rcv_skb_pc");
   }
   SECTION("neither variable: softirq_exit") {
     FakeKernel k = kernel_6_18();
