@@ -9,6 +9,7 @@ sockets, temporary files; BPF statistics are on only while it holds an fd) is
 undone in a finally block and on SIGINT/SIGTERM.
 """
 import argparse
+import bisect
 import ctypes
 import json
 import os
@@ -57,7 +58,11 @@ TARGETS = {
 
 
 # Parts that measure only the daemon; the others compare every tracer available.
-NETLATD_ONLY_PARTS = ("daemon", "startstop")
+NETLATD_ONLY_PARTS = ("daemon", "startstop", "lines")
+# The "lines" part: perf's sampling rate on the ping-pong's CPU, and how many
+# of the hottest source lines it shows.
+LINES_HZ = 20000
+LINES_SHOWN = 25
 
 # nlbench-floor (bench/floor.cpp) at the hooks netlatd's plan chose here, with
 # programs that return at once, and with programs that read the clock once.
@@ -228,6 +233,43 @@ class Proc:
             except ProcessLookupError:
                 pass
             self.p.wait(5)
+
+
+# Programs whose presence makes a host's figures suspect even when idle in the
+# sample: other tracers run BPF on the packets measured, a guest steals a CPU.
+SUSPECT_COMMS = ("qemu", "bpftrace", "netlatd", "perf", "pwru", "sockperf", "iperf3")
+
+
+def host_busy(seconds=1.0, threshold_pct=5.0, exclude=()):
+    """Other work on the host while the bench runs: processes that took more than
+    threshold_pct of a CPU over a sample of `seconds`, and any process named like a
+    tracer or a guest. A bench beside them measures their load, not netlatd's; the
+    results say so (stop 28's figures were taken beside a qemu spinning at 76 %)."""
+    def ticks():
+        out = {}
+        for d in os.listdir("/proc"):
+            if not d.isdigit() or int(d) in exclude:
+                continue
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    st = f.read()
+                comm = st[st.index("(") + 1:st.rindex(")")]
+                fields = st[st.rindex(")") + 2:].split()
+                out[int(d)] = (comm, int(fields[11]) + int(fields[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+    hz = os.sysconf("SC_CLK_TCK")
+    before = ticks()
+    time.sleep(seconds)
+    after = ticks()
+    busy = []
+    for pid, (comm, t) in after.items():
+        pct = 100.0 * (t - before.get(pid, (comm, t))[1]) / hz / seconds
+        suspect = any(comm.startswith(c) for c in SUSPECT_COMMS)
+        if pct >= threshold_pct or suspect:
+            busy.append({"pid": pid, "comm": comm, "cpu_pct": round(pct, 1)})
+    return sorted(busy, key=lambda b: -b["cpu_pct"])
 
 
 def proc_cpu_ticks(pid):
@@ -528,6 +570,22 @@ class Bench:
             v.append("perf")
         return v
 
+    def pingpong_server(self, part, port):
+        """A ping-pong server on 127.0.0.1:port, pinned like its clients, ready."""
+        srv = Proc(self, f"pingpong-server-{part}",
+                   self.pinned([self.tool("pingpong"), "server", "--bind", f"127.0.0.1:{port}",
+                                "--seconds", "3600"]),
+                   ready=("stdout", lambda l: '"ready"' in l))
+        if not srv.wait_ready(10):
+            raise BenchError(f"pingpong server ({part}) did not start: {srv.text()}")
+        return srv
+
+    def recv_return_hook(self):
+        """The receive return's hook in netlatd's plan (tp_btf/sock_recv_length or
+        fexit/sock_recvmsg), where the host's primitives are measured; None without one."""
+        return next((h for h in self.plan or []
+                     if h in ("tp_btf/sock_recv_length", "fexit/sock_recvmsg")), None)
+
     def start_netlatd(self, iface, ports, extra=(), name="netlatd", binary=None):
         cmd = [binary or self.a.netlatd, "--iface", iface, "--interval", "1", "--format", "json",
                "--output", "-"]
@@ -553,17 +611,19 @@ class Bench:
             cmd = ["bpftrace", self.a.bt, str(ifindex), str(ports[0]), str(p2)]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
-        elif variant in FLOOR_VARIANTS:
+        elif variant in FLOOR_VARIANTS or variant == "floor-primitives":
             cmd = [self.tool("floor"), "--flavour", variant.split("-", 1)[1], "--seconds", "3600"]
-            for h in self.plan:
+            for h in self.plan if variant in FLOOR_VARIANTS else [self.recv_return_hook()]:
                 cmd += ["--hook", h]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: '"ready"' in l))
             if not pr.wait_ready(30):
                 raise BenchError(not_ready(pr, 30))
             info["t_ready"] = pr.ready_at
             ready = pr.json_lines()[-1]
-            # The kernel names every copy after its function; the row is the hook's.
+            # The kernel names every copy after its function; the row is the hook's
+            # (with primitives, the operation's).
             info["prog_names"] = {p["id"]: p["hook"] for p in ready["programs"]}
+            info["missing"] = ready.get("missing", [])
             return pr, info
         elif variant == "bpftrace-floor":
             cmd = ["bpftrace", os.path.join(os.path.dirname(self.a.bt), "hook-floor.bt")]
@@ -767,10 +827,17 @@ class Bench:
         """One client run on a path: its figures (p50_ns, p99_ns, mean_ns, lost...)."""
         a = self.a
         if pth.get("sockperf"):
-            cli = Proc(self, "sockperf-client", pth["cli_cmd"])
-            rc = cli.wait(a.sockperf_seconds + 30)
-            res = sockperf_result("\n".join(l for _, l in cli.lines["stdout"] +
-                                            cli.lines["stderr"]))
+            # sockperf keeps only the round trips of a window inside its run, and
+            # a short run on a slow host can leave that window empty ("No valid
+            # observations found", seen once in a 1 s smoke run): one more try.
+            for _ in range(2):
+                cli = Proc(self, "sockperf-client", pth["cli_cmd"])
+                rc = cli.wait(a.sockperf_seconds + 30)
+                text = "\n".join(l for _, l in cli.lines["stdout"] + cli.lines["stderr"])
+                res = sockperf_result(text)
+                if rc != 0 or res or "No valid observations" not in text:
+                    break
+                log(f"sockperf ({v}): no valid observations in its window; running it again")
             if rc != 0 or not res:
                 raise BenchError(f"sockperf client ({v}) failed (exit {rc}): "
                                  f"{cli.text('stdout')}")
@@ -883,12 +950,7 @@ class Bench:
                 f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
 
         p_srv, p_cli = self.ports[0], self.ports[1]
-        srv = Proc(self, "pingpong-server-hooks",
-                   self.pinned([self.tool("pingpong"), "server", "--bind",
-                                f"127.0.0.1:{p_srv}", "--seconds", "3600"]),
-                   ready=("stdout", lambda l: '"ready"' in l))
-        if not srv.wait_ready(10):
-            raise BenchError(f"pingpong server (hooks) did not start: {srv.text()}")
+        srv = self.pingpong_server("hooks", p_srv)
         trips = a.count + a.warmup
 
         def pingpong():
@@ -917,6 +979,8 @@ class Bench:
                     log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
                         f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
                         f"{ns:.0f} ns of BPF")
+            if self.recv_return_hook():
+                self.host_primitives(pingpong, p_srv, p_cli)
         finally:
             srv.kill()
         for v, rs in rounds.items():
@@ -953,6 +1017,37 @@ class Bench:
             if ratios:
                 h["ratio_to_floor_rounds"] = [round(x, 3) for x in ratios]
                 h["ratio_to_floor"] = median(ratios)
+
+    def host_primitives(self, pingpong, p_srv, p_cli):
+        """What single operations cost in a program on this host, at the receive
+        return's hook over one loopback ping-pong (nlbench-floor --flavour primitives):
+        what the floor's flavours leave out of a design like netlatd's, a socket's lock
+        taken at each datagram's enqueue and at its read."""
+        v = "floor-primitives"
+        try:
+            tr, info = self.start_tracer(v, "lo", 1, [p_srv, p_cli])
+        except BenchError as e:
+            self.bench_error(v, f"host primitives: {e}")
+            return
+        try:
+            ids = bpf_prog_ids_of(tr.p.pid)
+            with BpfStats(self):
+                before = bpf_prog_stats(ids)
+                pingpong()
+                after = bpf_prog_stats(ids)
+        finally:
+            self.stop_tracer(v, tr, info)
+        ns = {}
+        for pid_, name in info["prog_names"].items():
+            if pid_ in after:
+                cnt = after[pid_][1] - before.get(pid_, ("", 0, 0))[1]
+                t = after[pid_][2] - before.get(pid_, ("", 0, 0))[2]
+                ns[name] = t / cnt if cnt else None
+        self.results["host_primitives"] = {"hook": self.recv_return_hook(), "ns_per_run": ns,
+                                           "missing": info.get("missing", []),
+                                           "round_trips": self.a.count + self.a.warmup}
+        log("host primitives at " + self.recv_return_hook() + ": "
+            + ", ".join(f"{k} {x:.0f} ns" for k, x in ns.items() if x is not None))
 
     def _bpf_stats_during(self, v, iface, ifindex, ports, work):
         """Starts tracer v, runs work() with BPF run-time statistics on; returns (per-program
@@ -1027,6 +1122,83 @@ class Bench:
                 f"{f', ring buffer {ringbuf_mb} MiB' if ringbuf_mb else ''}"
                 f"{', --aggregate' if aggregate else ''}: "
                 f"{row['cpu_pct']:.2f} % CPU, VmHWM {hwm} KiB ({rss}), drops {row['drops']}")
+
+    # ---- 6. where in the programs ------------------------------------------------------------
+
+    def hot_lines(self):
+        """Where the time inside netlatd's programs goes, by line of bpf/: `perf record`
+        on the ping-pong's CPU during one loopback ping-pong, each sample inside one of
+        netlatd's programs mapped to the source line its JIT image was made from
+        (nlbench-lines reads the programs' line info). A sample lands where the CPU
+        waited: on a load that missed the cache, or on the instruction after a helper
+        call; the lines of a locked region show as `__bpf_spin_unlock_irqrestore`,
+        outside the programs, since the samples wait there for IRQs to be back on."""
+        a = self.a
+        if not shutil.which("perf"):
+            self.results["notes"].append("lines: perf not installed; skipped")
+            return
+        if a.pin_cpu < 0:
+            self.results["notes"].append("lines: needs the ping-pong pinned (--pin-cpu); skipped")
+            return
+        if not os.access(self.tool("lines"), os.X_OK):
+            self.bench_error("lines", f"{self.tool('lines')} was not built (see run.sh)")
+            return
+        p_srv, p_cli = self.ports[0], self.ports[1]
+        data = os.path.join(self.tmp, "lines.perf.data")
+        nl, info = self.start_tracer("netlatd", "lo", 1, [p_srv, p_cli])
+        try:
+            srv = self.pingpong_server("lines", p_srv)
+            perf = Proc(self, "perf-lines", ["perf", "record", "-q", "-C", str(a.pin_cpu), "-F",
+                                             str(LINES_HZ), "-o", data])
+            time.sleep(0.5)
+            cli = Proc(self, "pingpong-client-lines",
+                       self.pinned([self.tool("pingpong"), "client", "--to", f"127.0.0.1:{p_srv}",
+                                    "--bind", f"127.0.0.1:{p_cli}", "--count", str(a.count),
+                                    "--warmup", str(a.warmup)]))
+            ok = cli.wait(max(60, a.count * 0.01)) == 0
+            perf.stop(signal.SIGINT, timeout=30)
+            srv.kill()
+            if not ok:
+                raise BenchError(f"pingpong client (lines) failed: {cli.text()}")
+            ids = bpf_prog_ids_of(nl.p.pid)
+            table = run([self.tool("lines")] + [str(i) for i in sorted(ids)], timeout=30).stdout
+        finally:
+            self.stop_tracer("netlatd", nl, info)
+        starts, where = [], []
+        for line in table.splitlines():
+            f = line.split("\t")
+            if len(f) >= 3:
+                starts.append(int(f[0], 16))
+                where.append((f[1], f[2], f[3].strip() if len(f) > 3 else ""))
+        order = sorted(range(len(starts)), key=lambda i: starts[i])
+        starts = [starts[i] for i in order]
+        where = [where[i] for i in order]
+        out = run(["perf", "script", "-i", data, "-F", "ip,sym"], timeout=120).stdout
+        os.unlink(data)
+        total = inside = 0
+        by_line, by_prog = {}, {}
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) < 2:
+                continue
+            total += 1
+            if not f[1].startswith("bpf_prog_"):
+                continue
+            i = bisect.bisect_right(starts, int(f[0], 16)) - 1
+            if i < 0:
+                continue
+            inside += 1
+            prog, loc, src = where[i]
+            by_prog[prog] = by_prog.get(prog, 0) + 1
+            key = (loc, src)
+            by_line[key] = by_line.get(key, 0) + 1
+        top = sorted(by_line.items(), key=lambda kv: -kv[1])[:LINES_SHOWN]
+        self.results["lines"] = {
+            "hz": LINES_HZ, "cpu": a.pin_cpu, "samples": total, "in_programs": inside,
+            "round_trips": a.count + a.warmup,
+            "programs": dict(sorted(by_prog.items(), key=lambda kv: -kv[1])),
+            "top": [{"line": loc, "source": src, "samples": n} for (loc, src), n in top]}
+        log(f"lines: {inside} of {total} samples on CPU {a.pin_cpu} inside netlatd's programs")
 
     # ---- 5. start-up / shut-down -------------------------------------------------------------
 
@@ -1360,6 +1532,33 @@ def render(res, md=False):
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
                 f"{p['ns_per_round_trip']:.0f}")
                for p in h["progs"] if p["run_cnt"]])
+    ln = res.get("lines")
+    if ln and ln.get("top"):
+        title(f"Where netlatd's programs spend their time, by line of bpf/ (perf at {ln['hz']} Hz "
+              f"on CPU {ln['cpu']} over a loopback ping-pong of {ln['round_trips']} round trips: "
+              f"{ln['in_programs']} of {ln['samples']} samples inside the programs; "
+              + ", ".join(f"{p} {n}" for p, n in list(ln["programs"].items())[:6]) + ")")
+        table(["line", "samples", "of those in the programs", "source"],
+              [(t["line"], t["samples"], f"{100 * t['samples'] / ln['in_programs']:.1f} %",
+                (t["source"][:70] or "-").replace("|", "\\|"))
+               for t in ln["top"]])
+    hp = res.get("host_primitives")
+    if hp and hp.get("ns_per_run"):
+        ns = hp["ns_per_run"]
+        labels = {"prim_empty": "nothing (the hook's own cost)",
+                  "prim_clock": "one clock read (bpf_ktime_get_ns)",
+                  "prim_atomic": "one atomic add to this CPU's cell",
+                  "prim_irq": "the add with IRQs saved and restored (bpf_local_irq_save)",
+                  "prim_lock": "the add under a bpf_spin_lock (saves and restores IRQs too)"}
+        base = ns.get("prim_empty")
+        title(f"What one operation costs in a program on this host ({len(ns)} programs side by "
+              f"side at {hp['hook']}, one loopback ping-pong of {hp['round_trips']} round trips"
+              + (f"; {', '.join(hp['missing'])}: not in this kernel" if hp.get("missing") else "")
+              + ")")
+        table(["program", "what it does", "ns/run", "ns over prim_empty"],
+              [(k, labels.get(k, k), f"{x:.0f}",
+                f"{x - base:+.0f}" if base is not None else "-")
+               for k, x in ns.items() if x is not None])
     fr = res.get("floor_ratios")
     if fr:
         tracers = [v for v in dict.fromkeys(v for r in fr for v in r["values"])
@@ -1418,6 +1617,12 @@ def render(res, md=False):
         out.append(f"error: {key}" + (f" (x{n})" if n > 1 else ""))
     for n in res.get("notes", []):
         out.append(f"note: {n}")
+    for when in ("start", "end"):
+        busy = (res.get("host") or {}).get(f"busy_{when}") or []
+        if busy:
+            out.append(f"warning: host not quiet at the {when}: " +
+                       ", ".join(f"{b['comm']} (pid {b['pid']}, {b['cpu_pct']} % of a CPU)" for b in busy) +
+                       "; absolute figures are suspect, A/B within this run less so")
     return "\n".join(out)
 
 
@@ -1503,10 +1708,10 @@ def main():
                     help="daemon part: also run at 200k pps with netlatd --ringbuf-mb N, "
                          "for each N of this comma list ('' for none; default 4,1: "
                          "either side of netlatd's default of 2)")
-    ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop")
+    ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop,lines")
     a = ap.parse_args()
     dflt = dict(rounds=(1, 7), hook_rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
-                startstop_reps=(2, 7), sockperf_seconds=(1, 3))
+                startstop_reps=(2, 7), sockperf_seconds=(2, 3))
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
             setattr(a, k, smoke if a.smoke else full)
@@ -1514,7 +1719,7 @@ def main():
     if a.pin_cpu is None:
         a.pin_cpu = os.cpu_count() - 1
     a.ringbuf_mb = [int(x) for x in a.ringbuf_mb.split(",") if x] if a.ringbuf_mb else []
-    all_parts = ["roundtrip", "rate", "hooks", "daemon", "startstop"]
+    all_parts = ["roundtrip", "rate", "hooks", "daemon", "startstop", "lines"]
     parts = a.only.split(",") if a.only else all_parts
     if set(parts) - set(all_parts):
         ap.error(f"--only: unknown part(s) {','.join(sorted(set(parts) - set(all_parts)))}")
@@ -1534,11 +1739,15 @@ def main():
         b.results["host"] = {"kernel": os.uname().release, "cpus": os.cpu_count(),
                              "loadavg_start": os.getloadavg()[0],
                              "netlatd": a.netlatd, "variants": b.variants()}
+        me = (os.getpid(), os.getppid())
+        b.results["host"]["busy_start"] = host_busy(exclude=me)
+        for p in b.results["host"]["busy_start"]:
+            log(f"warning: host not quiet: pid {p['pid']} ({p['comm']}) at {p['cpu_pct']} % of a CPU")
         b.find_floor_and_sockperf()
         b.results["host"]["variants"] = b.variants()
         b.setup_netns()
         steps = {"roundtrip": b.roundtrip, "rate": b.packet_rate, "hooks": b.hook_costs,
-                 "daemon": b.daemon_cost, "startstop": b.startstop}
+                 "daemon": b.daemon_cost, "startstop": b.startstop, "lines": b.hot_lines}
         for p in parts:
             if p in NETLATD_ONLY_PARTS and not a.netlatd:
                 b.results["notes"].append(f"{p}: netlatd not available, skipped")
@@ -1559,6 +1768,9 @@ def main():
     finally:
         b.cleanup()
     b.results["host"]["loadavg_end"] = os.getloadavg()[0]
+    if "host" in b.results:
+        # After the clean-up, so only what outlived this run (or was never ours) shows.
+        b.results["host"]["busy_end"] = host_busy(exclude=(os.getpid(), os.getppid()))
     b.results["elapsed_s"] = time.monotonic() - t0
     summarize(b.results)
     b.results["targets"] = evaluate(b.results)

@@ -3,6 +3,7 @@
 //
 //   nlbench-floor --flavour empty|clock --hook tp_btf/netif_receive_skb
 //                 [--hook fexit/sock_recvmsg ...] [--seconds 600]
+//   nlbench-floor --flavour primitives --hook tp_btf/sock_recv_length
 //
 // Each --hook is a label as `netlatd --check` prints it (KIND/TARGET; KIND is
 // tp_btf, fentry or fexit). Prints one JSON line once every program is
@@ -10,6 +11,12 @@
 // the bench's BPF statistics), then holds them until SIGTERM/SIGINT or
 // --seconds, detaches and exits 0. Any failure: one error line, exit 1,
 // nothing left attached (links and programs are owned by this process).
+//
+// `primitives` attaches, at its one hook (tp_btf or fexit), one program per
+// operation whose cost it measures (floor.bpf.c), each listed with its
+// operation in place of the hook ("prim_lock"); "prim_irq" only where the
+// kernel has the bpf_local_irq_save kfunc (6.14+), else it is listed under
+// "missing".
 #include <signal.h>
 #include <time.h>
 
@@ -23,6 +30,7 @@
 #include <vector>
 
 #include <bpf/bpf.h>
+#include <bpf/btf.h>
 #include <bpf/libbpf.h>
 
 #include "floor.skel.h"
@@ -32,7 +40,29 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: nlbench-floor --flavour empty|clock --hook KIND/TARGET [--hook ...] [--seconds S]\n"
+    "       nlbench-floor --flavour primitives --hook tp_btf|fexit/TARGET [--seconds S]\n"
     "       KIND: tp_btf, fentry or fexit (as `netlatd --check` prints the plan)\n";
+
+// The operations --flavour primitives measures, cheapest first: the program
+// flavour and the name it is listed under ("nothing" and "a clock read" are
+// the floor's own flavours).
+constexpr struct {
+  const char* flavour;
+  const char* name;
+} kPrimitives[] = {{"empty", "prim_empty"},
+                   {"clock", "prim_clock"},
+                   {"prim_atomic", "prim_atomic"},
+                   {"prim_irq", "prim_irq"},
+                   {"prim_lock", "prim_lock"}};
+
+// Whether the running kernel has kfunc `name` (vmlinux BTF).
+bool kernel_has_kfunc(const char* name) {
+  btf* vmlinux = btf__load_vmlinux_btf();
+  if (!vmlinux) return false;
+  const bool found = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC) >= 0;
+  btf__free(vmlinux);
+  return found;
+}
 
 // libbpf's warnings (a refused load, a missing target) on stderr; the rest is noise here.
 int libbpf_warnings(enum libbpf_print_level level, const char* fmt, va_list args) {
@@ -102,7 +132,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> hooks;
   long seconds = 600;
   nlbench::for_each_flag(argc, argv, 1, kUsage, [&](std::string_view flag, std::string_view v) {
-    if (flag == "--flavour" && (v == "empty" || v == "clock")) {
+    if (flag == "--flavour" && (v == "empty" || v == "clock" || v == "primitives")) {
       flavour = v;
       return true;
     }
@@ -114,6 +144,9 @@ int main(int argc, char** argv) {
     return false;
   });
   if (flavour.empty() || hooks.empty()) nlbench::usage(kUsage);
+  const bool primitives = flavour == "primitives";
+  if (primitives && (hooks.size() != 1 || (hooks[0].rfind("tp_btf/", 0) != 0 && hooks[0].rfind("fexit/", 0) != 0)))
+    nlbench::usage(kUsage);
 
   // Stop signals are taken with sigtimedwait, after the links exist: blocked
   // from the start, so one that arrives while attaching is not lost.
@@ -126,13 +159,27 @@ int main(int argc, char** argv) {
 
   libbpf_set_print(libbpf_warnings);
   std::vector<Attached> attached;
-  for (const std::string& h : hooks) attached.push_back(attach(h, flavour));
+  std::string missing;
+  if (primitives) {
+    for (const auto& op : kPrimitives) {
+      if (std::string_view(op.name) == "prim_irq" && !kernel_has_kfunc("bpf_local_irq_save")) {
+        missing = op.name;
+        continue;
+      }
+      attached.push_back(attach(hooks[0], op.flavour));
+      attached.back().hook = op.name;
+    }
+  } else {
+    for (const std::string& h : hooks) attached.push_back(attach(h, flavour));
+  }
 
   std::string line = "{\"ready\":true,\"flavour\":\"" + flavour + "\",\"programs\":[";
   for (size_t i = 0; i < attached.size(); ++i)
     line += (i ? "," : "") + std::string("{\"id\":") + std::to_string(attached[i].id) + ",\"hook\":\"" +
             attached[i].hook + "\"}";
-  std::printf("%s]}\n", line.c_str());
+  line += "]";
+  if (!missing.empty()) line += ",\"missing\":[\"" + missing + "\"]";
+  std::printf("%s}\n", line.c_str());
   std::fflush(stdout);
 
   const timespec limit{seconds, 0};

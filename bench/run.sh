@@ -78,10 +78,11 @@ else
 fi
 
 # The floor (bench/floor.cpp + floor.bpf.c) needs libbpf, clang and bpftool
-# like netlatd; if it does not build, bench.py says so and fails the run.
+# like netlatd, and the line table of the "lines" part libbpf; if one does not
+# build, bench.py says so and fails the run.
 if [ -z "$tools_tmp" ] &&
-   ! cmake --build "$build_dir" -j"$(nproc)" --target nlbench-floor >"$build_dir/bench-floor-build.log" 2>&1; then
-  log "error: nlbench-floor did not build (see $build_dir/bench-floor-build.log)"
+   ! cmake --build "$build_dir" -j"$(nproc)" --target nlbench-floor nlbench-lines >"$build_dir/bench-floor-build.log" 2>&1; then
+  log "error: nlbench-floor or nlbench-lines did not build (see $build_dir/bench-floor-build.log)"
 fi
 
 if [ -z "$netlatd" ]; then
