@@ -23,11 +23,11 @@ import re
 import shutil
 import signal
 import socket
-import subprocess
 import sys
 import tempfile
 import time
 
+from vm_accel import choose_accel
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
@@ -232,42 +232,6 @@ def boot(args, ctx, qemu, accel, kernel, image, work):
     return guest, sent, started
 
 
-def kvm_boots(qemu, kernel, timeout=20):
-    """Whether a guest kernel starts under KVM here. A /dev/kvm that opens is not
-    enough: nested under another hypervisor, KVM can take the guest and never run
-    it (qemu's CPU model asks for features the host's KVM does not offer, and the
-    guest hangs before its first line), and qemu does not fall back then. The
-    kernel alone, with no initramfs, prints its banner at once and panics."""
-    # timeout(1): qemu must not outlive this script, even SIGKILLed (qemu_command).
-    cmd = ["timeout", "-s", "KILL", str(timeout + 5), qemu, "-accel", "kvm", "-m", "256", "-smp", "1",
-           "-nographic", "-no-reboot", "-kernel", kernel, "-append", "console=ttyS0 panic=-1"]
-    deadline = time.monotonic() + timeout
-    # Its own process group: killing timeout(1) alone would leave qemu running
-    # (hung under a nested KVM, a CPU's worth of spinning), so the group goes.
-    with subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, start_new_session=True) as p:
-        os.set_blocking(p.stdout.fileno(), False)
-        seen = b""
-        try:
-            while time.monotonic() < deadline and p.poll() is None:
-                chunk = p.stdout.read() or b""
-                seen += chunk
-                if b"Linux version" in seen:
-                    return True
-                time.sleep(0.1)
-            seen += p.stdout.read() or b""
-            ok = b"Linux version" in seen
-        finally:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    if not ok:
-        log(f"KVM: /dev/kvm opens, but a guest kernel printed nothing within {timeout} s "
-            "under it (nested KVM): using TCG")
-    return ok
-
-
 def boot_with_retry(args, ctx, qemu, accel, kernel, image, work, kvm):
     cpu_before = host_cpu_times()
     guest, sent, started = boot(args, ctx, qemu, accel, kernel, image, work)
@@ -397,9 +361,9 @@ def main():
     image = build_initramfs(work, args.source_dir, modules, [args.nlrx] + args.static_bin, dynamic,
                             args.extra_file, conf)
 
-    # KVM when usable (qemu falls back to the next -accel if it fails), else TCG.
-    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK) and kvm_boots(qemu, kernel["VMLINUZ"])
-    accel = ["-accel", "kvm", "-accel", TCG] if kvm else ["-accel", TCG]
+    # KVM only where a guest kernel boots under it (vm_accel.py), else TCG.
+    accel, kvm, why = choose_accel(qemu, kernel["VMLINUZ"], TCG, cache_dir=os.path.dirname(os.path.abspath(work)))
+    log(f"accelerator: {why}")
     ctx = Context(args, guest_def)
     guest, sent, started, cpu_before = boot_with_retry(args, ctx, qemu, accel, kernel, image, work, kvm)
     if not args.work:  # a temporary directory: keep only the console log
