@@ -76,6 +76,11 @@ class BenchError(Exception):
     """The bench itself cannot go on (not a missed target)."""
 
 
+class NoFigure(Exception):
+    """A third-party tool ran to its end and measured nothing (sockperf's "No valid
+    observations found"): a figure missing from the results, not the bench broken."""
+
+
 class Stopped(Exception):
     """A stop signal arrived (see watch_signals)."""
 
@@ -416,6 +421,34 @@ def netlatd_plan(netlatd):
         raise BenchError(f"netlatd --check gave no plan (exit {r.returncode}): "
                          f"{(r.stdout + r.stderr).strip()[-300:]}")
     return hooks
+
+
+def sockperf_saw_nothing(text):
+    """Whether a sockperf run ended without one round trip in its measured window."""
+    return "No valid observations" in text
+
+
+def sockperf_figures(run_once, v, seconds, tries=2):
+    """The figures of a sockperf client run; run_once() runs it: (exit code, output).
+    sockperf keeps only the round trips of a window inside its run: after its 400 ms
+    warm-up and before a cool-down, about 1 s of a 2 s run, none of a 1 s run ("No
+    valid observations found", every time here: the smoke run takes 2 s). A host that
+    stalls the client through the window leaves it empty too: it runs again, and if
+    no try kept one, the figure is missing (NoFigure), which is not the bench broken
+    (BenchError: the tool failed)."""
+    for attempt in range(tries):
+        rc, text = run_once()
+        res = sockperf_result(text)
+        if rc != 0 or res or not sockperf_saw_nothing(text):
+            break
+        log(f"sockperf ({v}): no valid observations in its window (try {attempt + 1} of {tries})")
+    else:
+        raise NoFigure(f"sockperf ({v}) ran {seconds} s {tries} times and kept no observation "
+                       "in its window")
+    if rc != 0 or not res:
+        tail = "\n".join(text.splitlines()[-15:])
+        raise BenchError(f"sockperf client ({v}) failed (exit {rc}): {tail}")
+    return res
 
 
 def sockperf_result(text):
@@ -772,7 +805,7 @@ class Bench:
         # Registered now so that the runs done survive a stop half-way.
         self.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
                                      "sockperf_seconds": a.sockperf_seconds if self.sockperf
-                                     else None, "summary": {}, "runs": runs}
+                                     else None, "summary": {}, "runs": runs, "no_figure": []}
         failed = set()
         for name, pth in paths.items():
             if pth.get("sockperf"):
@@ -805,11 +838,17 @@ class Bench:
                         continue
                     try:
                         rec.update(self.roundtrip_client(name, pth, v))
+                    except NoFigure as e:
+                        rec["no_figure"] = str(e)
                     finally:
                         try:
                             rec.update(self.stop_tracer(v, tr, info))
                         except BenchError as e:
                             self.tracer_error(v, f"roundtrip {name}: {e}")
+                    if "no_figure" in rec:
+                        log(f"roundtrip {name} {v}: no figure: {rec['no_figure']}")
+                        self.results["roundtrip"]["no_figure"].append(rec)
+                        continue
                     # A tracer that attaches but follows no packet costs nothing and
                     # measures nothing: that is a failure, not a good figure.
                     want = rec.pop("packets_total", None) or \
@@ -827,21 +866,11 @@ class Bench:
         """One client run on a path: its figures (p50_ns, p99_ns, mean_ns, lost...)."""
         a = self.a
         if pth.get("sockperf"):
-            # sockperf keeps only the round trips of a window inside its run, and
-            # a short run on a slow host can leave that window empty ("No valid
-            # observations found", seen once in a 1 s smoke run): one more try.
-            for _ in range(2):
+            def once():
                 cli = Proc(self, "sockperf-client", pth["cli_cmd"])
                 rc = cli.wait(a.sockperf_seconds + 30)
-                text = "\n".join(l for _, l in cli.lines["stdout"] + cli.lines["stderr"])
-                res = sockperf_result(text)
-                if rc != 0 or res or "No valid observations" not in text:
-                    break
-                log(f"sockperf ({v}): no valid observations in its window; running it again")
-            if rc != 0 or not res:
-                raise BenchError(f"sockperf client ({v}) failed (exit {rc}): "
-                                 f"{cli.text('stdout')}")
-            return res
+                return rc, "\n".join(l for _, l in cli.lines["stdout"] + cli.lines["stderr"])
+            return sockperf_figures(once, v, a.sockperf_seconds)
         cli = Proc(self, "pingpong-client",
                    self.pinned([self.tool("pingpong"), "client", "--to", pth["to"],
                                 "--bind", pth["bind"], "--count", str(a.count),
@@ -1617,6 +1646,9 @@ def render(res, md=False):
         out.append(f"error: {key}" + (f" (x{n})" if n > 1 else ""))
     for n in res.get("notes", []):
         out.append(f"note: {n}")
+    for r in (res.get("roundtrip") or {}).get("no_figure", []):
+        out.append(f"no figure: roundtrip {r['path']} {r['variant']} (round {r['round'] + 1}): "
+                   f"{r['no_figure']}")
     for when in ("start", "end"):
         busy = (res.get("host") or {}).get(f"busy_{when}") or []
         if busy:
@@ -1711,7 +1743,9 @@ def main():
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop,lines")
     a = ap.parse_args()
     dflt = dict(rounds=(1, 7), hook_rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
-                startstop_reps=(2, 7), sockperf_seconds=(2, 3))
+                startstop_reps=(2, 7),
+                # sockperf measures a window of about (seconds - 1): none at 1 s.
+                sockperf_seconds=(2, 3))
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
             setattr(a, k, smoke if a.smoke else full)
