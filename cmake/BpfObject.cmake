@@ -25,6 +25,10 @@ else()
     COMMENT "Generating vmlinux.h from ${NETLATD_VMLINUX_BTF}"
     VERBATIM)
 endif()
+# A custom command's output is a rule only in its own directory: objects built
+# in others (bench/, tests/vm/) order themselves after this target instead, or
+# a build of one of them alone finds no rule for vmlinux.h.
+add_custom_target(netlatd_vmlinux DEPENDS ${NETLATD_VMLINUX_HEADER})
 
 if(CMAKE_SYSTEM_PROCESSOR MATCHES "x86_64|amd64")
   set(NETLATD_BPF_ARCH x86)
@@ -65,6 +69,7 @@ function(netlatd_bpf_skeleton target source)
     COMMENT "Generating skeleton ${stem}.skel.h"
     VERBATIM)
   add_custom_target(${target}_gen DEPENDS ${skel})
+  add_dependencies(${target}_gen netlatd_vmlinux)
   add_library(${target} INTERFACE)
   add_dependencies(${target} ${target}_gen)
   target_include_directories(${target} INTERFACE ${NETLATD_BPF_GEN})
