@@ -266,6 +266,12 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	if (rs) {
 		rs->call_sk = 0;
 		rs->woken_sk = 0;
+		/* Nor the datagram a call that returned no data named (a peek of
+		 * an empty datagram: skb_consume_udp's length says 0, not < 0):
+		 * it is still queued, and only a call whose return was never
+		 * seen leaves its datagram for the next (on_udp_consume). */
+		if (!data)
+			rs->consumed_skb = 0;
 	}
 	if (data) {
 		if (sk->sk_protocol == IPPROTO_UDP)
@@ -359,7 +365,7 @@ SEC("fentry/sock_recvmsg")
 int BPF_PROG(recv_call_fentry, struct socket *sock) { return on_recv_call(sock); }
 
 SEC("fentry/skb_consume_udp")
-int BPF_PROG(udp_consume_fentry, struct sock *sk, struct sk_buff *skb) { return on_udp_consume(sk, skb); }
+int BPF_PROG(udp_consume_fentry, struct sock *sk, struct sk_buff *skb, int len) { return on_udp_consume(sk, skb, len); }
 
 SEC("tp_btf/tcp_rcv_space_adjust")
 int BPF_PROG(tcp_copied_btf, struct sock *sk) { return on_tcp_copied(sk); }

@@ -44,9 +44,13 @@ static __always_inline int on_recv_call(struct socket *sock)
  * before this call returns: its address alone does not name it then. The
  * time does (find_named_slot): a datagram received before this instant is
  * not the one allocated after the free that follows it. */
-static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb)
+static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb, int len)
 {
-	if (!port_watched(sk->__sk_common.skc_num))
+	/* A peek: udp_recvmsg passes minus what it copied, and the datagram
+	 * stays queued for the read that follows (dnsmasq peeks before each
+	 * read). Taken for a read, it made that read's datagram the peek's
+	 * "unseen" one: every datagram of such a reader was lost. */
+	if (len < 0 || !port_watched(sk->__sk_common.skc_num))
 		return 0;
 	struct reader_state *rs = current_reader(true);
 	if (!rs)

@@ -23,6 +23,11 @@
  *       own call, so a datagram is received (netif_receive_skb) in the
  *       reader's task with no interrupt and no softirq.
  *
+ *   nlrx --udp PORT ... --peek 1
+ *       Before each read, a blocking recv(MSG_PEEK | MSG_TRUNC) of the
+ *       datagram, as dnsmasq does to size its buffer: the read that follows
+ *       takes the datagram the peek saw, and its call is the one timed.
+ *
  *   nlrx --notify-wait PATH [--idle-ms MS]
  *       Act as the service manager's notify socket for one daemon: bind an
  *       AF_UNIX datagram socket at PATH and wait for a message with READY=1.
@@ -118,6 +123,8 @@ static int listen_socket(int type, int port)
 	return fd;
 }
 
+static int peek_first; /* --peek */
+
 static void *udp_reader(void *arg)
 {
 	int fd = *(int *)arg;
@@ -125,6 +132,11 @@ static void *udp_reader(void *arg)
 	for (;;) {
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
+		if (peek_first && recv(fd, buf, 1, MSG_PEEK | MSG_TRUNC) < 0) {
+			if (errno == EINTR)
+				continue;
+			break; /* shutdown() by main */
+		}
 		unsigned long long before = realtime_ns();
 		ssize_t n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
 		unsigned long long after = realtime_ns();
@@ -362,6 +374,8 @@ int main(int argc, char **argv)
 			csum_dev = v;
 		else if (!strcmp(o, "--busy-poll"))
 			busy_poll_us = atol(v);
+		else if (!strcmp(o, "--peek"))
+			peek_first = atoi(v) != 0;
 		else {
 			fprintf(stderr, "nlrx: error: unknown option %s\n", o);
 			return 2;

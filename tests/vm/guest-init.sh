@@ -173,6 +173,15 @@ phase_busypoll() {
 	section NETSTAT-AFTER /tmp/netstat.after
 }
 
+# e2e with a reader that peeks (MSG_PEEK | MSG_TRUNC) before each read, as
+# dnsmasq does: the peek's skb_consume_udp names the datagram too, and must
+# not be taken for the read (every datagram was once lost that way).
+phase_peek() {
+	start_netlatd || return
+	NLRX_ARGS="--peek 1" start_nlrx && receive_traffic peek
+	stop_netlatd
+}
+
 # e2e with the histograms kept in the kernel and checked against every
 # record the kernel also writes (--aggregate-check); records of packets over
 # 1 ms stay outliers, written to the ring only.

@@ -48,13 +48,13 @@ ALL_PHASES = ("bare", "e2e", "reader_first")
 TCG = os.environ.get("NETLATD_VM_TCG", "tcg,thread=single")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll", "aggregate")),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll", "peek", "aggregate")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll", "aggregate")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll", "peek", "aggregate")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -204,6 +204,9 @@ PHASES = {
     # e2e with the reader busy polling (SO_BUSY_POLL): datagrams received in
     # the reader's own call, no interrupt, no softirq.
     "busypoll": Phase(send_udp_tcp, judge_busypoll, True),
+    # e2e with a reader that peeks before each read (dnsmasq): a record for
+    # every datagram, of the read's call, not the peek's.
+    "peek": Phase(send_udp_tcp, judge_traced(False), True),
     # e2e with the histograms kept in the kernel, checked against every
     # record (--aggregate-check): the 6.1 verifier's stack limit, fexit and
     # the join by the datagram the kernel names.
