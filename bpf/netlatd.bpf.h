@@ -36,7 +36,6 @@ struct sk_buff___vlan_present {
 /* udp_sock::reader_queue exists since 4.13 (commit 2276f58ac589, "udp: use a
  * separate rx queue for packet reception"); both our kernels have it. */
 
-static __always_inline __u64 min_u64(__u64 a, __u64 b) { return a < b ? a : b; }
 static __always_inline __u64 max_u64(__u64 a, __u64 b) { return a > b ? a : b; }
 
 /* How long before `now` the instant `then` was, as a nonzero 32-bit count of

@@ -226,16 +226,4 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 	}
 }
 
-/* Whether `skb` is the datagram of one of the last few slots (already moved). */
-static __always_inline bool recently_pushed(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb)
-{
-	for (__u32 i = 1; i <= 4; i++) {
-		if (st->tail - st->head < i)
-			break;
-		if (slot_at(st, big, st->tail - i)->skb == skb)
-			return true;
-	}
-	return false;
-}
-
 #endif /* NETLATD_UDP_SLOTS_BPF_H */
