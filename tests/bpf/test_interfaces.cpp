@@ -100,13 +100,17 @@ void check_every_stage(const Run &r, uint64_t n) {
   // A read that found its datagram already queued (the reader busy with the
   // one before, as under load) has no read start on a kernel without fentry:
   // its sock_queue and oncpu are left out, never guessed (as in the
-  // pipeline tests). Every other stage is exact.
+  // pipeline tests). Both stages end or begin at the read start, so they
+  // count the same records. How many have one is the host's load (90 %+
+  // here, 60 % once in an ASan run beside two compilers and a guest): the
+  // floor is that some do. Every other stage is exact.
   for (const char *s : kStages) {
     INFO(s);
     const std::string name(s);
     if (name == "sock_queue" || name == "oncpu") {
       CHECK(r.totals.stage_count.at(s) <= read);
-      CHECK(r.totals.stage_count.at(s) >= read * 9 / 10);
+      CHECK(r.totals.stage_count.at(s) > 0);
+      CHECK(r.totals.stage_count.at(s) == r.totals.stage_count.at("sock_queue"));
     } else if (name == "in_socket" || name == "total") {
       CHECK(r.totals.stage_count.at(s) == read);
     } else {
