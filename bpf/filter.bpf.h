@@ -245,6 +245,7 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 		return;
 	}
 	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w, cs);
+	e->queued_ns = 0;
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&e->skb, key);
 	COUNT(counters, NETLATD_CNT_MATCHED);

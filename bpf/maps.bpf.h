@@ -19,7 +19,7 @@ const volatile __u32 targ_ncgroup_filters = 0;
 
 /* How a UDP read is tied to its datagram (docs/JOIN.md). */
 enum udp_join {
-	UDP_JOIN_CONSUME = 0,     /* fentry/skb_consume_udp names it */
+	UDP_JOIN_CONSUME = 0,     /* fentry/skb_consume_udp names it (and fentry enqueue stamps it) */
 	UDP_JOIN_ORDER_PRODQ = 1, /* queue order; 6.18's udp_prod_queue says when pushes lag */
 	UDP_JOIN_ORDER = 2,       /* queue order, with no way to see a lagging push */
 };
@@ -89,10 +89,8 @@ struct netlatd_stash_entry stash[1 << NETLATD_STASH_BITS] __attribute__((aligned
 /* ---- per-CPU state ------------------------------------------------------------- */
 
 /* Datagrams a UDP data-ready call walks back over from a queue's tail
- * (udp_queue.bpf.h): where the kernel names reads, tracked ones queued
- * before their data-ready call; where queue order does, datagrams without a
- * slot yet (a bpf_loop walk: its length costs nothing unless used). */
-#define UDP_BATCH_MAX 16
+ * (udp_queue.bpf.h) for those without a slot yet (a bpf_loop walk: its
+ * length costs nothing unless used). */
 #define UDP_MIRROR_WALK 128
 /* Records a UDP read builds under its socket's lock and emits after it. */
 #define UDP_OUT_MAX 32
@@ -152,8 +150,6 @@ struct cpu_state {
 	__u64 hint_ts;
 	__u32 emitted;       /* records this CPU wrote, for the ring fill check */
 	__u32 n_out;
-	__u32 n_unseen;      /* datagrams of calls whose return was not seen (udp_read.bpf.h) */
-	__u32 _pad1;
 	/* TCP: the skb tcp_probe last stamped here, and its range, so that a
 	 * drop of it right after (TCP refused it) undoes the stamps. */
 	__u64 probed_skb;
@@ -340,11 +336,14 @@ struct {
 struct reader_state {
 	__u64 call_start_ns; /* the current receive call's start (fentry/sock_recvmsg) */
 	__u64 call_sk;
-	__u64 consumed_skb;  /* the datagram skb_consume_udp gave this call */
+	/* skb_consume_udp gave this call a datagram of this socket (0 = none),
+	 * one netlatd tracked (`named`) whose stamps, taken from the stash
+	 * then, are these: the read's record once the call returns. */
 	__u64 consumed_sk;
-	__u64 consumed_ns;   /* when: the datagram was received before it */
-	__u64 unseen_skb;    /* a previous call's datagram, whose return was not seen */
-	__u64 unseen_ns;     /* when that call consumed it */
+	struct netlatd_rx named_rx;
+	__u32 named_queue_after; /* queued, after named_rx.receive_ns; 0 = not seen */
+	__u8 named;
+	__u8 _pad4[3];
 	__u64 woken_ns;      /* woken by a watched socket's data-ready call */
 	__u64 woken_sk;
 	__u64 tcp_sk;        /* TCP: tcp_rcv_space_adjust in this call, */

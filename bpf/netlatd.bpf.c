@@ -45,29 +45,6 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* ---- the receive call returns --------------------------------------------------- */
 
-/* A datagram the kernel named for this read (consumed at `taken_ns`) that has
- * no slot yet: its data-ready call has not pushed it. Emitted from the stash,
- * without the queueing stamp the push would have given it. The entry is held
- * busy before it is read: the datagram is freed by now, and a newer one at
- * its address could otherwise be written into the entry under the copy (an
- * interrupt on this CPU is enough). One received after `taken_ns` is that
- * newer datagram's (find_named_slot), and is given back. */
-static __always_inline bool emit_unpushed(__u64 skb, __u64 taken_ns, const struct read_view *v)
-{
-	struct netlatd_stash_entry *e = stash_find(skb);
-	if (!e || __sync_val_compare_and_swap(&e->skb, skb, NETLATD_STASH_BUSY) != skb)
-		return false; /* pushed this instant: the slot has it */
-	struct netlatd_rx rx;
-	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
-	if (!gt_bit(taken_ns, rx.receive_ns)) {
-		__sync_lock_test_and_set(&e->skb, skb);
-		return false;
-	}
-	__sync_lock_test_and_set(&e->skb, NETLATD_STASH_FREE);
-	emit_record(&rx, 0, true, v, NETLATD_READER_KNOWN);
-	return true;
-}
-
 static __always_inline void emit_out(struct cpu_state *cs, const struct read_view *v)
 {
 	for (__u32 i = 0; i < UDP_OUT_MAX; i++) {
@@ -88,25 +65,17 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 		st->reader_tid = in->tid;
 	else if (st->reader_tid != in->tid)
 		st->readers_many = 1;
-	/* The kernel names each read's datagram exactly where it can be
-	 * hooked (in->consumed is never 0 then): a constant, so that no
-	 * verifier walks the way not taken (6.1's cannot tell from the check
-	 * before the lock that in->consumed is not 0). */
-	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		r = decide_named(st, slots, mask, in, cs);
-	} else {
-		r = decide_by_order(st, slots, mask, in, cs, hp);
-		/* The decision and the head as numbers the verifier does not
-		 * know: each outcome would otherwise be a walk of its own through
-		 * all that follows under the lock (942k instructions of its 1M
-		 * budget on 6.18, 375k with these). */
-		__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
-		r = (int)((o >> 32) & 0xffff);
-		hp->kind = (enum head_kind)(o >> 48);
-		hp->idx = (__u32)o;
-		retire_marked(st, slots, mask, in, cs, hp);
-		resync_slots(st, slots, mask, in, cs);
-	}
+	r = decide_by_order(st, slots, mask, in, cs, hp);
+	/* The decision and the head as numbers the verifier does not know:
+	 * each outcome would otherwise be a walk of its own through all that
+	 * follows under the lock (942k instructions of its 1M budget on 6.18,
+	 * 375k with these). */
+	__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
+	r = (int)((o >> 32) & 0xffff);
+	hp->kind = (enum head_kind)(o >> 48);
+	hp->idx = (__u32)o;
+	retire_marked(st, slots, mask, in, cs, hp);
+	resync_slots(st, slots, mask, in, cs);
 	advance_head(st, slots, mask);
 	return r;
 }
@@ -120,99 +89,95 @@ static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_
 }
 
 
+/* Where the kernel names each read's datagram (fentry/skb_consume_udp): the
+ * stamps the consume took from the stash are this read's. No socket state and
+ * no lock: the skb is the datagram's name. */
+static __always_inline void on_udp_named_read(struct sock *sk, const struct read_view *v, struct reader_state *rs)
+{
+	/* Nothing consumed here: the call began before netlatd attached. */
+	if (!rs || rs->consumed_sk != (__u64)sk)
+		return;
+	rs->consumed_sk = 0;
+	if (!rs->named) {
+		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		return;
+	}
+	rs->named = 0;
+	emit_record(&rs->named_rx, rs->named_queue_after, true, v, NETLATD_READER_KNOWN);
+}
+
+/* Where only queue order says which datagram a read took (docs/JOIN.md). */
 static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
 					struct reader_state *rs, bool typed)
 {
+	/* First, and alone: 6.1's verifier then leaves the queue-order way
+	 * unwalked where the kernel names reads. With the test made in the
+	 * caller instead, it walked it, and refused read_bufsize's bound. */
+	if (targ_udp_join == UDP_JOIN_CONSUME) {
+		on_udp_named_read(sk, v, rs);
+		return;
+	}
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return;
 	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
-	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		in.consumed = rs && rs->consumed_sk == (__u64)sk ? rs->consumed_skb : 0;
-		in.unseen = rs && rs->consumed_sk == (__u64)sk ? rs->unseen_skb : 0;
-		if (rs) {
-			in.consumed_ns = rs->consumed_ns;
-			in.unseen_ns = rs->unseen_ns;
-			rs->consumed_skb = 0;
-			rs->unseen_skb = 0;
-		}
-		if (!in.consumed)
-			return; /* the call began before netlatd attached */
-		if (!st) {
-			if (!emit_unpushed(in.consumed, in.consumed_ns, v))
-				COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-			return;
-		}
-	} else {
-		/* No state yet: this read took a datagram no data-ready call of
-		 * ours has seen. With the producer side quiet, it was queued
-		 * before netlatd attached and nothing will ever stand for it: the
-		 * read owes nothing. With a producer mid-batch, its data-ready
-		 * call may still be to come and give it a slot (gone, marked),
-		 * which this read owes; or it was queued before attach after all,
-		 * and `owed` is one too many. One too many would let a retirement
-		 * or a resync run while a read of a datagram with a slot is in
-		 * flight, so the socket is marked unsure until no slot is left
-		 * that a read could hold (udp_read.bpf.h resync_slots). */
-		if (!st) {
-			st = udp_state_create(sk);
-			if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
-				bpf_spin_lock(&st->lock);
-				st->owed++;
-				st->owed_unsure = 1;
-				bpf_spin_unlock(&st->lock);
-				COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-			} else {
-				COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-			}
-			return;
-		}
-		/* Opaque: known 0 on most of read_bufsize's ways out and unknown
-		 * on the rest, it would fork the verifier's walk of the decision. */
-		in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
-	}
-	struct udp_big_state *big = udp_big_of(sk, st, false);
-	if (targ_udp_join != UDP_JOIN_CONSUME) {
-		in.head = queue_head(sk, typed);
-		/* Where the kernel says when a producer is mid-batch, it alone
-		 * decides: one CPU feeding the port for 10 ms (sole_producer) is
-		 * a timing assumption, which a vCPU stalled by its host breaks.
-		 * It stands in only on kernels without that signal. */
-		if (targ_push_before_queue) {
-			in.quiet = true;
-		} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
-			/* And no call in flight holds a datagram of the port it
-			 * dropped (drops_pending): its slot stands LIVE as if a read
-			 * held it, one more than the reads hold, until that call
-			 * returns (udp_read.bpf.h settle_read_drop); nor a FIONREAD's
-			 * or a poll's, until the task's next read (asks_pending). */
-			__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
-			__u64 none_held = eq_bit(drops_pending[p], 0) &
-				     (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
-			in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
+	/* No state yet: this read took a datagram no data-ready call of ours
+	 * has seen. With the producer side quiet, it was queued before netlatd
+	 * attached and nothing will ever stand for it: the read owes nothing.
+	 * With a producer mid-batch, its data-ready call may still be to come
+	 * and give it a slot (gone, marked), which this read owes; or it was
+	 * queued before attach after all, and `owed` is one too many. One too
+	 * many would let a retirement or a resync run while a read of a
+	 * datagram with a slot is in flight, so the socket is marked unsure
+	 * until no slot is left that a read could hold (udp_read.bpf.h
+	 * resync_slots). */
+	if (!st) {
+		st = udp_state_create(sk);
+		if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
+			bpf_spin_lock(&st->lock);
+			st->owed++;
+			st->owed_unsure = 1;
+			bpf_spin_unlock(&st->lock);
+			COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
 		} else {
-			in.sole = sole_producer(pidx, v->now);
+			COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
 		}
+		return;
+	}
+	/* Opaque: known 0 on most of read_bufsize's ways out and unknown on
+	 * the rest, it would fork the verifier's walk of the decision. */
+	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
+	struct udp_big_state *big = udp_big_of(sk, st, false);
+	in.head = queue_head(sk, typed);
+	/* Where the kernel says when a producer is mid-batch, it alone decides:
+	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
+	 * assumption, which a vCPU stalled by its host breaks. It stands in
+	 * only on kernels without that signal. */
+	if (targ_push_before_queue) {
+		in.quiet = true;
+	} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
+		/* And no call in flight holds a datagram of the port it dropped
+		 * (drops_pending): its slot stands LIVE as if a read held it, one
+		 * more than the reads hold, until that call returns (udp_read.bpf.h
+		 * settle_read_drop); nor a FIONREAD's or a poll's, until the task's
+		 * next read (asks_pending). */
+		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+		__u64 none_held = eq_bit(drops_pending[p], 0) &
+				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
+		in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
+	} else {
+		in.sole = sole_producer(pidx, v->now);
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	cs->n_out = 0;
-	cs->n_unseen = 0;
 	if (!lock_with_big(sk, st, &big))
 		return;
 	int r = udp_decide(st, big, &in, cs, &hp);
 	bpf_spin_unlock(&st->lock);
-	/* Named but in no slot: not pushed yet (take it from the stash), or
-	 * pushed between the unlock and the stash claim (look once more). */
-	if (targ_udp_join == UDP_JOIN_CONSUME && r == READ_UNTRACKED && !emit_unpushed(in.consumed, in.consumed_ns, v) && lock_with_big(sk, st, &big)) {
-		r = udp_decide(st, big, &in, cs, &hp);
-		bpf_spin_unlock(&st->lock);
-	}
-	if (cs->n_unseen)
-		ADD(drops, NETLATD_DROP_UNSEEN_READ, cs->n_unseen);
 	if (r == READ_AMBIGUOUS)
 		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-	else if (r == READ_UNTRACKED && targ_udp_join != UDP_JOIN_CONSUME)
+	else if (r == READ_UNTRACKED)
 		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
 	emit_out(cs, v);
 }
@@ -229,12 +194,17 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb, int pc)
 		return 0;
 	}
 	struct netlatd_stash_entry *e = stash_find(key);
-	if (e && stash_claim(e, key)) {
+	bool claimed = e && stash_claim(e, key);
+	if (claimed)
 		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
+	/* Where the kernel names reads, a dropped datagram's entry was still in
+	 * the stash, wherever it was dropped: there is no slot to settle. */
+	if (targ_udp_join == UDP_JOIN_CONSUME)
+		return 0;
+	if (claimed)
 		note_read_drop(skb, false, cs, pc);
-	} else if (!e) {
+	else if (!e)
 		note_read_drop(skb, true, cs, pc);
-	}
 	return 0;
 }
 
@@ -266,12 +236,9 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	if (rs) {
 		rs->call_sk = 0;
 		rs->woken_sk = 0;
-		/* Nor the datagram a call that returned no data named (a peek of
-		 * an empty datagram: skb_consume_udp's length says 0, not < 0):
-		 * it is still queued, and only a call whose return was never
-		 * seen leaves its datagram for the next (on_udp_consume). */
+		/* A call that returned no data has no datagram to name. */
 		if (!data)
-			rs->consumed_skb = 0;
+			forget_consumed(rs);
 	}
 	if (data) {
 		if (sk->sk_protocol == IPPROTO_UDP)

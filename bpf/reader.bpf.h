@@ -16,6 +16,17 @@ static __always_inline struct reader_state *current_reader(bool create)
 	return reader_of(bpf_get_current_task_btf(), create);
 }
 
+/* Where the kernel names reads: a datagram consumed by a call whose return was
+ * not seen (a call already blocked when fexit/sock_recvmsg attached) is
+ * counted when the task's next call starts or consumes. */
+static __always_inline void forget_consumed(struct reader_state *rs)
+{
+	if (rs->consumed_sk && rs->named)
+		COUNT(drops, NETLATD_DROP_UNSEEN_READ);
+	rs->consumed_sk = 0;
+	rs->named = 0;
+}
+
 /* fentry/sock_recvmsg: a receive call starts (every recv, recvfrom, recvmsg,
  * each datagram of recvmmsg, read on a socket, io_uring's recv). */
 static __always_inline int on_recv_call(struct socket *sock)
@@ -28,42 +39,45 @@ static __always_inline int on_recv_call(struct socket *sock)
 		return 0;
 	rs->call_start_ns = bpf_ktime_get_ns();
 	rs->call_sk = (__u64)sk;
-	/* Still set: the previous call consumed it and returned unseen (it was
-	 * already blocked when the fexit attached). */
-	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk) {
-		rs->unseen_skb = rs->consumed_skb;
-		rs->unseen_ns = rs->consumed_ns;
-	}
-	rs->consumed_skb = 0;
+	forget_consumed(rs);
 	return 0;
 }
 
-/* fentry/skb_consume_udp: the datagram this UDP receive call dequeued, and
- * when. The kernel frees it right after, and the next skb allocated at its
- * address may be another datagram of this socket, queued and given a slot
- * before this call returns: its address alone does not name it then. The
- * time does (find_named_slot): a datagram received before this instant is
- * not the one allocated after the free that follows it. */
+/* fentry/skb_consume_udp: the datagram this UDP receive call dequeued. Its
+ * stash entry is taken now, before the kernel frees the skb: the next skb at
+ * its address may be another datagram's, received and queued before this call
+ * returns, and the address names this one only until then. */
 static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb, int len)
 {
 	/* A peek: udp_recvmsg passes minus what it copied, and the datagram
 	 * stays queued for the read that follows (dnsmasq peeks before each
-	 * read). Taken for a read, it made that read's datagram the peek's
-	 * "unseen" one: every datagram of such a reader was lost. */
+	 * read). Taken for a read, it cost the read that followed its
+	 * datagram: every datagram of such a reader was lost. A peek of an
+	 * empty datagram passes 0: the peek's own reference on the skb (the
+	 * queue holds one more) tells it from a read, which holds the only
+	 * one. (A read while another thread's peek holds a reference is taken
+	 * for a peek: its entry stays, and expires unread, counted.) */
 	if (len < 0 || !port_watched(sk->__sk_common.skc_num))
+		return 0;
+	if (len == 0 && skb->users.refs.counter > 1)
 		return 0;
 	struct reader_state *rs = current_reader(true);
 	if (!rs)
 		return 0;
-	/* Still set: this task's previous call on the socket consumed it and
-	 * returned unseen (it was already blocked when the fexit attached). */
-	if (rs->consumed_skb && rs->consumed_sk == (__u64)sk) {
-		rs->unseen_skb = rs->consumed_skb;
-		rs->unseen_ns = rs->consumed_ns;
-	}
-	rs->consumed_skb = (__u64)skb;
+	forget_consumed(rs);
 	rs->consumed_sk = (__u64)sk;
-	rs->consumed_ns = bpf_ktime_get_ns();
+	__u64 key = (__u64)skb;
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (!e)
+		return 0; /* not tracked: an untracked read at the return */
+	/* Read, then claimed: an entry taken for another packet meanwhile (its
+	 * set's older one evicted) fails the claim. */
+	__builtin_memcpy(&rs->named_rx, &e->rx, sizeof(rs->named_rx));
+	__u64 queued = e->queued_ns;
+	if (!stash_claim(e, key))
+		return 0;
+	rs->named_queue_after = queued ? before(queued, rs->named_rx.receive_ns) : 0;
+	rs->named = 1;
 	return 0;
 }
 

@@ -6,25 +6,6 @@
 #ifndef NETLATD_UDP_QUEUE_BPF_H
 #define NETLATD_UDP_QUEUE_BPF_H
 
-/* The oldest tracked datagram at the tail of queue `q` not moved yet, walking
- * back from the tail: UDP producers may queue several before their data-ready
- * calls (6.18 splices a batch from its per-NUMA producer queues, then calls
- * data-ready once per datagram), so each call moves the oldest one left, and
- * a batch is moved in order by its own calls. NULL if none, or if the run of
- * unmoved datagrams is longer than the walk: moving the oldest one in sight
- * would put it ahead of older ones; they are left to expire (counted). */
-static __always_inline struct sk_buff *oldest_unmoved(struct sk_buff_head *q)
-{
-	struct sk_buff *skb = q->prev, *oldest = NULL;
-	for (int i = 0; i < UDP_BATCH_MAX; i++) {
-		if (!skb || (void *)skb == (void *)q || !stash_find((__u64)skb))
-			return oldest;
-		oldest = skb;
-		skb = skb->prev;
-	}
-	return NULL;
-}
-
 /* Whether this CPU alone has received the port's packets for a while. */
 static __always_inline bool sole_producer(int pidx, __u64 now)
 {
@@ -75,46 +56,6 @@ static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
 	if (!st)
 		COUNT(drops, NETLATD_DROP_SOCK_STATE_FAILED);
 	return st;
-}
-
-/* The oldest datagram not moved yet of both queues. A datagram, or a batch,
- * the reader already spliced into its own queue is older than anything still
- * on the receive queue. While one CPU feeds the port, nothing of another
- * CPU's can wait there, and the reader queue (a line the reader's CPU writes)
- * is looked at only when the receive queue has nothing to move. */
-static __always_inline struct sk_buff *oldest_queued(struct sk_buff_head *rq, struct sk_buff_head *readq, bool sole)
-{
-	struct sk_buff *skb;
-	if (sole) {
-		skb = oldest_unmoved(rq);
-		return skb ? skb : oldest_unmoved(readq);
-	}
-	skb = oldest_unmoved(readq);
-	return skb ? skb : oldest_unmoved(rq);
-}
-
-/* Where the kernel names each read's datagram: one tracked datagram moved per
- * data-ready call, the oldest not moved yet. A call that finds another CPU
- * moved it first tries again, or a datagram would be left without a call. */
-static __always_inline void push_named(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
-				       struct sk_buff_head *readq, bool sole, struct push_counts *pc, __u64 *now_out)
-{
-	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
-	for (int attempt = 0; attempt < 3; attempt++) {
-		struct sk_buff *skb = oldest_queued(rq, readq, sole);
-		if (!skb)
-			return;
-		/* After the walk: another CPU may have received what it found
-		 * after this call began. */
-		__u64 now = bpf_ktime_get_ns();
-		*now_out = now;
-		if (!lock_with_big(sk, st, &big))
-			return;
-		bool moved = push_tracked(st, big, (__u64)skb, now, pc);
-		bpf_spin_unlock(&st->lock);
-		if (moved)
-			return;
-	}
 }
 
 /* The walk of a data-ready call, from the newest datagram back, for the
@@ -318,25 +259,37 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	struct push_counts pc = {};
 	struct udp_sock_state *st;
 	__u64 now = 0; /* the clock read of the push, reused for the wake hint */
-	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		/* Untracked datagrams do not matter here: leave sockets that
-		 * have nothing tracked to move alone. */
-		if (!oldest_queued(rq, readq, true))
-			return 0;
-		st = udp_state_create(sk);
-		if (!st)
-			return 0;
-		push_named(sk, st, rq, readq, sole_producer(pidx, bpf_ktime_get_ns()), &pc, &now);
-	} else {
-		st = udp_state_create(sk);
-		if (!st)
-			return 0;
-		push_mirrored(sk, st, rq, readq, &pc, &now);
-	}
+	/* Where the kernel names reads, the enqueue is fentry's (the plan takes
+	 * the join by skb only with it): this tracepoint is not attached. */
+	if (targ_udp_join == UDP_JOIN_CONSUME)
+		return 0;
+	st = udp_state_create(sk);
+	if (!st)
+		return 0;
+	push_mirrored(sk, st, rq, readq, &pc, &now);
 	count_push(&pc);
 	/* Something pushed: the push read the clock. */
 	if (pc.pushed)
 		leave_wake_hint(sk, now ? now : bpf_ktime_get_ns());
+	return 0;
+}
+
+/* Where the kernel names each read's skb: the datagram keeps its stash entry
+ * until its read, and its queueing is stamped there. The entry is held busy
+ * while it is written: another packet of its set may take it meanwhile (the
+ * older of two), and must not be given this stamp. A datagram the enqueue
+ * then drops (its receive buffer full) is freed through kfree_skb, which
+ * takes the entry and counts it. */
+static __always_inline int stamp_queued(struct sock *sk, __u64 key)
+{
+	struct netlatd_stash_entry *e = stash_find(key);
+	if (!e || __sync_val_compare_and_swap(&e->skb, key, NETLATD_STASH_BUSY) != key)
+		return 0;
+	__u64 now = bpf_ktime_get_ns();
+	e->queued_ns = now;
+	__sync_lock_test_and_set(&e->skb, key);
+	COUNT(counters, NETLATD_CNT_QUEUED);
+	leave_wake_hint(sk, now);
 	return 0;
 }
 
@@ -348,6 +301,8 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 {
 	ARM(ARMED_SOCK_QUEUE);
 	__u64 key = (__u64)skb;
+	if (targ_udp_join == UDP_JOIN_CONSUME)
+		return stamp_queued(sk, key);
 	if (!stash_find(key))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
@@ -374,6 +329,8 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
  * CPU, yields no record. */
 static __always_inline int on_udp_enqueue_failed(struct sock *sk)
 {
+	if (targ_udp_join == UDP_JOIN_CONSUME)
+		return 0; /* kfree_skb takes its entry (stamp_queued) */
 	struct cpu_state *cs = this_cpu();
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
 	if (!cs || !st || !cs->pushed_skb)

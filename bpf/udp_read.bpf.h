@@ -229,21 +229,13 @@ static __always_inline bool drop_in_this_call(const struct reader_state *rs, int
 /* What a read knows before it takes its socket's lock (where no kfunc, not
  * even a type cast, may be called). */
 struct udp_read_in {
-	__u64 consumed;  /* UDP_JOIN_CONSUME: the skb this call dequeued, 0 = none seen */
-	__u64 unseen;    /* UDP_JOIN_CONSUME: an earlier call's, whose return was not seen */
-	__u64 unseen_ns; /* UDP_JOIN_CONSUME: when that was consumed (find_named_slot) */
+	__u64 head;      /* queue_head() */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
 	bool quiet;      /* producers_quiet() and no drops_pending, or pushes precede queueing */
 	bool sole;       /* one CPU alone feeds the port */
 	__u32 tid;       /* the reading thread */
-	/* One or the other (the stack of recv_ret with read_step's is at 6.1's
-	 * 512-byte limit, tests/unit/scripts/bpf_stack_check.py). */
-	union {
-		__u64 head;        /* queue order: queue_head() */
-		__u64 consumed_ns; /* UDP_JOIN_CONSUME: when `consumed` was consumed */
-	};
 };
 
 /* Whether this read may have truncated a longer datagram to what it returned:
@@ -586,8 +578,8 @@ static __always_inline void advance_head(struct udp_sock_state *st, struct udp_s
  * walks one step once, whatever the window's length) and checked again under
  * it. Ambiguous reads may hold the head back far behind the datagram a read
  * took off the queue's head just now. For each pushed one: the newest LIVE
- * slot of its address whose datagram came before the drop, as for a
- * consumed one (find_named_slot); scanned from the newest, an older slot of
+ * slot of its address whose datagram came before the drop; scanned from the
+ * newest, an older slot of
  * the address is met later. For the others, LIVE gone placeholders, newest
  * first. */
 struct drop_scan {
@@ -650,9 +642,7 @@ static long drop_scan_step(__u32 i, struct drop_scan *w)
 static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 				     const struct reader_state *rs, const struct cpu_state *w)
 {
-	__u64 ok = eq_bit(rs->drop_more, 0);
-	if (targ_udp_join != UDP_JOIN_CONSUME)
-		ok &= eq_bit(st->incomplete, 0);
+	__u64 ok = eq_bit(rs->drop_more, 0) & eq_bit(st->incomplete, 0);
 	__u64 settled = 0;
 	__u32 gones = 0;
 	for (__u32 d = 0; d < READ_DROPS; d++) {
@@ -674,8 +664,8 @@ static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot 
 		settled += done & ne_bit(skb, 0);
 	}
 	advance_head(st, slots, mask);
-	if (ok || targ_udp_join == UDP_JOIN_CONSUME)
-		return (int)settled; /* consume: a slot the kernel never names only ages */
+	if (ok)
+		return (int)settled;
 	int lost = st->incomplete ? 0 : -1;
 	st->incomplete = 1;
 	st->drops_unsure = 1;
@@ -726,29 +716,6 @@ out:
 	rs->drop_asked = 0;
 	rs->drop_n = 0;
 	rs->drop_more = 0;
-}
-
-/* The datagram the kernel named for this call; and the one named for a call
- * of this task whose return was not seen, which no record can be of. Lock
- * held. */
-static __always_inline int decide_named(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					const struct udp_read_in *in, struct cpu_state *cs)
-{
-	if (in->unseen) {
-		int u = find_named_slot(st, slots, mask, in->unseen, in->unseen_ns);
-		if (u >= 0) {
-			struct udp_slot *s = &slots[(st->head + u) & mask];
-			s->state = SLOT_DONE;
-			if (st->live)
-				st->live--;
-			cs->n_unseen++;
-		}
-	}
-	int at = find_named_slot(st, slots, mask, in->consumed, in->consumed_ns);
-	if (at < 0)
-		return READ_UNTRACKED;
-	take_slot(st, slots, mask, st->head + at, cs, false);
-	return READ_MATCH;
 }
 
 #endif /* NETLATD_UDP_READ_BPF_H */

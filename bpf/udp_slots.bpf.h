@@ -71,10 +71,8 @@ static __always_inline void make_room(struct udp_sock_state *st, struct udp_big_
  * so choosing per access would double its work at every access. */
 
 /* The newest LIVE slot of `skb` in the scan window, as an offset from the
- * head, or -1; with `timed` (a constant at each call), only of a datagram
- * received before `taken_ns`. */
-static __always_inline int find_slot_of(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb,
-					bool timed, __u64 taken_ns)
+ * head, or -1. */
+static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
 {
 	__u32 h = st->head, n = st->tail - h;
 	__u64 found = 0; /* offset + 1 */
@@ -83,31 +81,9 @@ static __always_inline int find_slot_of(struct udp_sock_state *st, struct udp_sl
 			break;
 		struct udp_slot *s = &slots[(h + i) & mask];
 		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
-		if (timed)
-			match &= gt_bit(taken_ns, s->rx.receive_ns);
 		found += match * (i + 1 - found);
 	}
 	return (int)found - 1;
-}
-
-static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
-{
-	return find_slot_of(st, slots, mask, skb, false, 0);
-}
-
-/* The slot of the datagram a read consumed at `taken_ns` (fentry/
- * skb_consume_udp), at address `skb`: the newest LIVE slot of that address
- * whose datagram was received before then. A slot of the address received
- * after is another datagram's: the kernel freed this one after `taken_ns`,
- * and only then could the address be allocated again, before that datagram's
- * receive stamp. Both stamps are bpf_ktime_get_ns(), one clock on every CPU.
- * Without the time, a read whose return came after that newer datagram was
- * queued took its slot: a record with another datagram's stamps (seen in a
- * 6.12 guest; the vm tier's phase reuse). */
-static __always_inline int find_named_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					   __u64 skb, __u64 taken_ns)
-{
-	return find_slot_of(st, slots, mask, skb, true, taken_ns);
 }
 
 /* The newest LIVE slot of `skb` among the `n` (<= UDP_SCAN) slots from

@@ -112,6 +112,8 @@ constexpr int64_t kSecond = 1000000000ll;
 // A UDP datagram whose stash entry is older than this never reached its
 // socket's data-ready call (or a read took it first): its stamps are lost.
 constexpr uint64_t kInflightMaxAgeNs = 2000000000ull;
+// ... and one queued on its socket this long ago was never read.
+constexpr uint64_t kUnreadMaxAgeNs = 60000000000ull;
 
 std::string shown_address(const MetricsServer &m) {
   const bool v6 = m.host().find(':') != std::string::npos;
@@ -358,7 +360,7 @@ void Service::end_interval(bool final) {
   drain_kernel();
   if (final)  // detached: the other side too, in case a drain found a writer late and left it
     drain_kernel();
-  const auto sweep = tracer_->sweep(kInflightMaxAgeNs, 60000000000ull);
+  const auto sweep = tracer_->sweep(kInflightMaxAgeNs, kUnreadMaxAgeNs);
   losses_.add_expired(sweep.expired_inflight, sweep.expired_unread);
   losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_suppressed_);
   IntervalReport r;
@@ -615,7 +617,10 @@ int Service::run() {
   loop_.every(kSecond / 10, 0, [this] { publish_metrics(); });
   // Expired stash entries are losses (unjoined_expired): counted within
   // seconds, so that the metrics add up soon after traffic stops.
-  loop_.every(kSecond, now + kSecond, [this] { losses_.add_expired(tracer_->sweep_stash(kInflightMaxAgeNs), 0); });
+  loop_.every(kSecond, now + kSecond, [this] {
+    const auto swept = tracer_->sweep_stash(kInflightMaxAgeNs, kUnreadMaxAgeNs);
+    losses_.add_expired(swept.expired_inflight, swept.expired_unread);
+  });
   // A side of the kernel's histograms holds a second at most: its 32-bit
   // buckets cannot fill.
   if (opts_.aggregate)

@@ -143,9 +143,15 @@ void drop_dependents(HookPlan &plan) {
   drop_unless(Point::SoftirqEntry, plan.has(Point::SoftirqExit) || plan.preempt_count != PreemptCount::None);
   drop_unless(Point::IrqHandlerEntry, plan.has(Point::IrqHandlerExit) && plan.has(Point::SoftirqRaise));
   drop_unless(Point::IrqHandlerExit, plan.has(Point::IrqHandlerEntry));
-  // The failed-enqueue tracepoint matters only where the slot is made before
-  // the datagram is queued.
-  drop_unless(Point::UdpEnqueueFailed, plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0);
+  // The join by skb (skb_consume_udp names each read's datagram) keeps a
+  // datagram's stamps in the stash until its read, and needs its queueing
+  // stamped there before any read can take it: the enqueue's fentry.
+  const bool enqueue_first = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
+  drop_unless(Point::UdpConsume, enqueue_first);
+  // The failed-enqueue tracepoint matters only where a slot is made before
+  // the datagram is queued: by queue order (by skb, kfree_skb takes the
+  // datagram's entry).
+  drop_unless(Point::UdpEnqueueFailed, enqueue_first && !plan.has(Point::UdpConsume));
 }
 
 }  // namespace

@@ -605,25 +605,27 @@ std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
   return counters;
 }
 
-uint64_t Tracer::sweep_stash(uint64_t inflight_max_age_ns) {
+Tracer::SweepResult Tracer::sweep_stash(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
   const uint64_t now = monotonic_ns();
-  uint64_t expired = 0;
+  SweepResult r;
   // Datagrams that never reached a socket, or that a read took before their
-  // data-ready call: free their stash entries (mapped with .bss) with the
-  // same compare-and-swap the BPF side claims them with, so an entry a CPU
+  // data-ready call; and, where the kernel names reads, datagrams queued and
+  // never read: free their stash entries (mapped with .bss) with the same
+  // compare-and-swap the BPF side claims them with, so an entry a CPU
   // refilled meanwhile is left alone.
   for (netlatd_stash_entry &e : impl_->skel->bss->stash) {
     __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
     if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
       continue;
-    uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
-    if (!t || now <= t || now - t <= inflight_max_age_ns)
+    const uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
+    const bool queued = __atomic_load_n(&e.queued_ns, __ATOMIC_RELAXED) != 0;
+    if (!t || now <= t || now - t <= (queued ? unread_max_age_ns : inflight_max_age_ns))
       continue;
     if (__atomic_compare_exchange_n(&e.skb, &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_RELAXED))
-      expired++;
+      (queued ? r.expired_unread : r.expired_inflight)++;
   }
-  return expired;
+  return r;
 }
 
 Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
@@ -642,7 +644,9 @@ Tracer::SweepResult Tracer::sweep(uint64_t inflight_max_age_ns, uint64_t unread_
     r.readers_forgotten = impl_->decoder.prune(now - Impl::kReaderIdleNs);
   }
 
-  r.expired_inflight = sweep_stash(inflight_max_age_ns);
+  const SweepResult stash = sweep_stash(inflight_max_age_ns, unread_max_age_ns);
+  r.expired_inflight = stash.expired_inflight;
+  r.expired_unread = stash.expired_unread;
 
   // TCP segments never queued (dropped by TCP: a duplicate, a full backlog)
   // or queued and never read (the socket closed first).

@@ -192,10 +192,12 @@ struct netlatd_watch {
 };
 
 /*
- * UDP datagrams between netif_receive_skb and their socket's queue, by skb
- * address: a two-way set-associative table of 2^NETLATD_STASH_BITS entries
- * (the global `stash` in bpf/, in .bss). The daemon maps it to expire entries
- * that never reached a socket.
+ * UDP datagrams from netif_receive_skb on, by skb address: a two-way
+ * set-associative table of 2^NETLATD_STASH_BITS entries (the global `stash`
+ * in bpf/, in .bss). By queue order, an entry leaves at its socket's
+ * data-ready call; where the kernel names each read's skb, it stays until the
+ * read, its queueing stamped in it. The daemon maps it to expire entries that
+ * never reached a socket, or were never read.
  */
 #define NETLATD_STASH_BITS 13
 
@@ -203,7 +205,7 @@ struct netlatd_watch {
 struct netlatd_stash_entry {
 	__u64 skb; /* the owner's address; 0 = free, 1 = being written */
 	struct netlatd_rx rx;
-	__u64 _pad;
+	__u64 queued_ns; /* where the kernel names reads: queued on its socket then; 0 = not yet */
 };
 #define NETLATD_STASH_FREE 0
 #define NETLATD_STASH_BUSY 1

@@ -131,7 +131,7 @@ public:
 
   struct SweepResult {
     uint64_t expired_inflight = 0;  // matched, never queued on a socket (and not seen dropped)
-    uint64_t expired_unread = 0;    // TCP: queued on a socket that was never read (closed first)
+    uint64_t expired_unread = 0;    // queued on a socket, never read (TCP: closed first; UDP: a reader gone)
     size_t readers_forgotten = 0;   // readers that named no record for a minute (RecordDecoder::prune)
   };
   // Removes state older than the given ages (CLOCK_MONOTONIC ns).
@@ -141,7 +141,9 @@ public:
   // loss shows in the counts once the entry expires, not a whole interval
   // later. The TCP segments (a map walk, a system call per entry) and the
   // readers wait for sweep().
-  uint64_t sweep_stash(uint64_t inflight_max_age_ns);
+  // Where the kernel names reads, a queued datagram keeps its entry until
+  // read: those expire after unread_max_age_ns, as unread.
+  SweepResult sweep_stash(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns);
 
 private:
   struct Impl;

@@ -28,6 +28,10 @@
  *       datagram, as dnsmasq does to size its buffer: the read that follows
  *       takes the datagram the peek saw, and its call is the one timed.
  *
+ *   nlrx --udp PORT ... --delay-ms MS
+ *       The UDP reader sleeps MS milliseconds before its first read: the
+ *       datagrams sent meanwhile wait on the socket's queue (a backlog).
+ *
  *   nlrx --notify-wait PATH [--idle-ms MS]
  *       Act as the service manager's notify socket for one daemon: bind an
  *       AF_UNIX datagram socket at PATH and wait for a message with READY=1.
@@ -123,12 +127,18 @@ static int listen_socket(int type, int port)
 	return fd;
 }
 
-static int peek_first; /* --peek */
+static int peek_first;     /* --peek */
+static long first_delay_ms; /* --delay-ms */
 
 static void *udp_reader(void *arg)
 {
 	int fd = *(int *)arg;
 	char buf[65536];
+	if (first_delay_ms > 0) {
+		struct timespec d = {first_delay_ms / 1000, (first_delay_ms % 1000) * 1000000L};
+		while (nanosleep(&d, &d) != 0 && errno == EINTR && !atomic_load(&stop))
+			;
+	}
 	for (;;) {
 		struct sockaddr_in from;
 		socklen_t fl = sizeof(from);
@@ -376,6 +386,8 @@ int main(int argc, char **argv)
 			busy_poll_us = atol(v);
 		else if (!strcmp(o, "--peek"))
 			peek_first = atoi(v) != 0;
+		else if (!strcmp(o, "--delay-ms"))
+			first_delay_ms = atol(v);
 		else {
 			fprintf(stderr, "nlrx: error: unknown option %s\n", o);
 			return 2;

@@ -104,7 +104,8 @@ TEST_CASE("6.1 profile: the sock tracepoints fall back to fentry/fexit, and fent
   HookPlan plan = choose_hooks(kernel_6_1());
   REQUIRE(plan.runnable());
   CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
-  CHECK(plan.label(Point::UdpEnqueueFailed) == "tp_btf/udp_fail_queue_rcv_skb");
+  // Joined by skb: kfree_skb takes a datagram the enqueue dropped.
+  CHECK_FALSE(plan.has(Point::UdpEnqueueFailed));
   CHECK(plan.label(Point::RecvReturn) == "fexit/sock_recvmsg");
   CHECK(plan.label(Point::RecvCallStart) == "fentry/sock_recvmsg");
   CHECK(plan.label(Point::TcpEnqueue) == "tp_btf/tcp_probe");
@@ -120,13 +121,24 @@ TEST_CASE("6.1 profile: the sock tracepoints fall back to fentry/fexit, and fent
 TEST_CASE("6.12 profile: tracepoints where they exist, fentry for what only it gives", "[hooks]") {
   HookPlan plan = choose_hooks(kernel_6_12());
   REQUIRE(plan.runnable());
-  // Before the datagram is queued: no read can overtake its slot.
+  // Before the datagram is queued: no read can overtake its queueing stamp.
   CHECK(plan.label(Point::UdpEnqueue) == "fentry/__udp_enqueue_schedule_skb");
-  CHECK(plan.label(Point::UdpEnqueueFailed) == "tp_btf/udp_fail_queue_rcv_skb");
+  CHECK_FALSE(plan.has(Point::UdpEnqueueFailed));
   CHECK(plan.label(Point::RecvReturn) == "tp_btf/sock_recv_length");
   CHECK(plan.label(Point::UdpConsume) == "fentry/skb_consume_udp");
   CHECK(plan.label(Point::RecvCallStart) == "fentry/sock_recvmsg");
   CHECK(plan.udp_join == UdpJoin::Consume);
+}
+
+TEST_CASE("the join by skb needs the enqueue's fentry: without it, queue order", "[hooks]") {
+  FakeKernel k = kernel_6_12();
+  k.functions.erase("__udp_enqueue_schedule_skb");
+  HookPlan plan = choose_hooks(k);
+  REQUIRE(plan.runnable());
+  CHECK(plan.label(Point::UdpEnqueue) == "tp_btf/sk_data_ready");
+  CHECK_FALSE(plan.has(Point::UdpConsume));
+  CHECK_FALSE(plan.has(Point::UdpEnqueueFailed));
+  CHECK(plan.udp_join != UdpJoin::Consume);
 }
 
 TEST_CASE("without fentry or 6.18's producer queues, UDP is joined by order without lag detection", "[hooks]") {

@@ -182,6 +182,16 @@ phase_peek() {
 	stop_netlatd
 }
 
+# e2e with the reader asleep while every datagram arrives (the host sends for
+# ~0.4 s): a backlog of some 200 datagrams waits on the socket. Where the
+# kernel names reads, each keeps its own stash entry meanwhile, and every
+# read of the backlog must still be named.
+phase_backlog() {
+	start_netlatd || return
+	NLRX_ARGS="--delay-ms 1500" start_nlrx && receive_traffic backlog
+	stop_netlatd
+}
+
 # e2e with the histograms kept in the kernel and checked against every
 # record the kernel also writes (--aggregate-check); records of packets over
 # 1 ms stay outliers, written to the ring only.

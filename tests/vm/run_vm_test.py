@@ -48,13 +48,13 @@ ALL_PHASES = ("bare", "e2e", "reader_first")
 TCG = os.environ.get("NETLATD_VM_TCG", "tcg,thread=single")
 GUESTS = {
     "6.1-e1000": dict(series="6.1", nic="e1000", driver="e1000", modules=["e1000", "veth", "8021q", "bonding"],
-                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll", "peek", "aggregate")),
+                      counted_irq_names=["eth0"], irq_found_by="/device/irq", phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "busypoll", "peek", "backlog", "aggregate")),
     "6.12-e1000e": dict(series="6.12", nic="e1000e", driver="e1000e", modules=["e1000e"],
                         counted_irq_names=["eth0-rx-0"], irq_found_by="/device/msi_irqs", phases=ALL_PHASES),
     "6.12-virtio-net": dict(series="6.12", nic="virtio-net-pci", driver="virtio_net",
                             modules=["virtio_net", "veth", "8021q", "bonding"],
                             counted_irq_names=["virtio0-input.0"], irq_found_by="/device/../msi_irqs",
-                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll", "peek", "aggregate")),
+                            phases=ALL_PHASES + ("stacked", "stacked_netns", "badcsum", "reuse", "busypoll", "peek", "backlog", "aggregate")),
 }
 
 # What the host sends in a phase, how the phase is judged, and whether it
@@ -207,6 +207,9 @@ PHASES = {
     # e2e with a reader that peeks before each read (dnsmasq): a record for
     # every datagram, of the read's call, not the peek's.
     "peek": Phase(send_udp_tcp, judge_traced(False), True),
+    # e2e with ~200 datagrams queued before the first read: each read of
+    # the backlog named, of the right datagram.
+    "backlog": Phase(send_udp_tcp, judge_traced(False), True),
     # e2e with the histograms kept in the kernel, checked against every
     # record (--aggregate-check): the 6.1 verifier's stack limit, fexit and
     # the join by the datagram the kernel names.
