@@ -7,7 +7,7 @@
 #
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --build-only  only what building the daemon needs (deploy/Dockerfile)
-#   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, its kernels)
+#   scripts/install-deps.sh --vm       also what the `vm` test tier needs (qemu, busybox, debootstrap, its kernels)
 #   scripts/install-deps.sh --bench    also what bench/ compares against (bpftrace, perf, sockperf)
 #   scripts/install-deps.sh --prometheus  also what the `prometheus` test tier needs (a Prometheus server)
 set -euo pipefail
@@ -79,7 +79,8 @@ if [ "$want_checks" = 1 ]; then
   command -v node >/dev/null 2>&1 || extra+=(nodejs)
   command -v npm >/dev/null 2>&1 || extra+=(npm)
 fi
-[ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils)
+# debootstrap: the join suite's guest root file system (tests/vm/make-rootfs.sh).
+[ "$want_vm" = 1 ] && extra+=(qemu-system-x86 busybox-static cpio xz-utils debootstrap)
 [ "$want_bench" = 1 ] && extra+=(bpftrace linux-perf sockperf)
 # The tier runs a server of its own (own port, config and storage); on a
 # machine booted with systemd the package also starts prometheus.service on

@@ -101,10 +101,17 @@ TEST_CASE("odd packets: IPv6 datagrams fragmented over a 1500-byte MTU veth", "[
 }
 
 // A peek returns the datagram and leaves it queued: the record belongs to
-// the call that takes it.
+// the call that takes it. Most reads are named, as for the other odd reads:
+// counting every one (unseen_read) is right-or-counted, and useless (a DNS
+// server peeks before each read). On the fentry kernels of the vm tier's
+// join suite every datagram was counted unseen_read, 0 records of 512, and
+// the test passed.
 TEST_CASE("odd packets: every read preceded by a MSG_PEEK of the same datagram", "[bpf][odd]") {
   for (const char *call : {"recvfrom", "recvmsg"}) {
-    DYNAMIC_SECTION(call) { run_odd({std::string("peek, ") + call, 4, call, {"--peek"}, 9000, 200, 16, 32, 5443}); }
+    DYNAMIC_SECTION(call) {
+      ReaderRun run = run_odd({std::string("peek, ") + call, 4, call, {"--peek"}, 9000, 200, 16, 32, 5443});
+      CHECK(run.verdict.right >= run.log.reads.size() * 9 / 10);
+    }
   }
 }
 

@@ -39,11 +39,12 @@ void run_multi_reader(const MultiReaderCase &c, const std::vector<std::string> &
     SKIP(why);
   VethNamespaces net;
   net.set_mtu(9000);
-  const int n = c.bursts * c.burst_size;
+  const int bursts = scaled(c.bursts);  // fewer in the vm tier's TCG guests
+  const int n = bursts * c.burst_size;
   ReaderRunSpec spec = udp_spec(net, c.port, c.family, static_cast<size_t>(n));
   spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(c.threads), "--call", c.call,
                       "--vlen", "8", "--expect", std::to_string(n)};
-  spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(c.bursts),
+  spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(bursts),
                       "--burst-size", std::to_string(c.burst_size), "--gap-us", "4000",
                       "--lengths", c.equal_lengths ? "equal" : "distinct", "--len", "200"};
   spec.netlatd_args = netlatd_args;
@@ -124,7 +125,8 @@ TEST_CASE("readers: 2000 UDP sockets opened and closed at one address", "[bpf][r
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  const std::string rounds = "2000";
+  const int n_rounds = scaled(2000);
+  const std::string rounds = std::to_string(n_rounds);
   ReaderRunSpec spec;
   spec.port = 5411;
   spec.to = net.rx_addr;
@@ -133,7 +135,7 @@ TEST_CASE("readers: 2000 UDP sockets opened and closed at one address", "[bpf][r
                       "--per-round", "2"};
   spec.sender_mode = "udp-churn";
   spec.sender_args = {"--to", net.rx_addr, "--listen-port", "5412", "--rounds", rounds, "--per-round", "3"};
-  spec.expect_reads = 4000;
+  spec.expect_reads = static_cast<size_t>(2 * n_rounds);
   ReaderRun run = run_readers(net, spec);
   report("UDP socket churn", run);
   check_no_wrong_records(run);
@@ -150,7 +152,7 @@ TEST_CASE("readers: 2000 TCP connections with one request each", "[bpf][readers]
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  ReaderRunSpec spec = one_request_per_connection(net, 5413, 2000);
+  ReaderRunSpec spec = one_request_per_connection(net, 5413, scaled(2000));
   ReaderRun run = run_readers(net, spec);
   report("TCP connection churn", run);
   check_no_wrong_records(run);

@@ -1,6 +1,8 @@
 #include "reader_run.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include <catch2/catch_test_macros.hpp>
 
@@ -73,6 +75,14 @@ ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t por
   spec.sender_args = {"--to", net.rx_addr, "--requests", std::to_string(requests)};
   spec.expect_reads = static_cast<size_t>(requests);
   return spec;
+}
+
+int scaled(int n) {
+  const char *env = std::getenv("NETLATD_TEST_SCALE");
+  const long pct = env && *env ? std::strtol(env, nullptr, 10) : 100;
+  if (pct <= 0 || pct >= 100)
+    return n;
+  return std::max(1, static_cast<int>(static_cast<long long>(n) * pct / 100));
 }
 
 void report(const std::string &name, const ReaderRun &run) {

@@ -51,6 +51,12 @@ ReaderRunSpec udp_spec(const VethNamespaces &net, uint16_t port, int family, siz
 ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
                                          const std::vector<std::string> &server_args = {});
 
+// n scaled by NETLATD_TEST_SCALE, a percentage (1-100, default 100), at
+// least 1: the vm tier's join suite runs these tests in guests under qemu's
+// TCG, some ten times slower than this machine, and sends less there
+// (tests/vm/README.md). Only the amount of traffic changes, never a check.
+int scaled(int n);
+
 // One line per case on stderr (CTest keeps it in the log): the verdict, the
 // fraction left ambiguous, the time the case took; the first few failures.
 void report(const std::string &name, const ReaderRun &run);
