@@ -28,7 +28,8 @@ import subprocess
 import sys
 import time
 
-from run_vm_test import TCG, kvm_boots
+from run_vm_test import TCG
+from vm_accel import choose_accel
 from vm_guest import (MARK, Guest, fetch_kernel, host_cpu_times, log, module_load_order, report_host_cpu,
                       report_lockup, shared_libs, skip, tcg_artifact)
 
@@ -284,11 +285,11 @@ def main():
     base = rootfs_archive(args)
     log(f"root file system and kernel ready {time.monotonic() - t0:.1f} s after start")
 
-    # KVM only where a guest kernel really boots under it (run_vm_test.py's
-    # probe), else TCG.
-    kvm = os.access("/dev/kvm", os.R_OK | os.W_OK) and kvm_boots(qemu, kernel["VMLINUZ"])
-    accel = ["-accel", "kvm", "-accel", TCG] if kvm else ["-accel", TCG]
-    log(f"accelerator: {'KVM' if kvm else 'TCG (' + TCG + ')'}")
+    # KVM only where a guest kernel boots under it (vm_accel.py), else TCG;
+    # the verdict is shared with the tier's other guests.
+    accel, kvm, why = choose_accel(qemu, kernel["VMLINUZ"], TCG,
+                                 cache_dir=os.path.dirname(os.path.abspath(args.work)))
+    log(f"accelerator: {why}")
 
     def boot(names):
         """One boot running `names`: (guest, {index in names: result})."""
