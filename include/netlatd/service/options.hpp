@@ -3,6 +3,7 @@
 // (TOML, --config) over defaults.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -67,7 +68,8 @@ struct CommandLine {
 // Throws Error(Usage|NoInput|Config, "one line") on bad input.
 CommandLine parse_command_line(int argc, const char *const *argv);
 
-// Loads a TOML config into `into`, skipping keys named in `set_on_cli`.
+// Loads a TOML config into `into`, skipping the keys ("ports", "outliers_over")
+// in `set_on_cli`: the command line gave them.
 // Throws Error(NoInput) when unreadable, Error(Config, "file:line:col: msg") when invalid.
 void load_config_file(const std::string &path, Options &into, const std::vector<std::string> &set_on_cli);
 
@@ -79,8 +81,34 @@ uint64_t parse_duration_ns(const std::string &text, uint64_t bare_unit_ns);
 // unique. Throws Error(Usage, "--irq: ...") when malformed or out of range.
 std::vector<int> parse_irq_list(const std::string &text);
 
-// Checks values that do not depend on the machine (ports, interval, ...).
+// Checks values that do not depend on the machine (ports, interval, ...):
+// each option's own check, from the option table.
 void validate(const Options &o);
+
+// Whether a SIGHUP reload may change an option.
+enum class Reload {
+  Applies,       // at once
+  NeedsRestart,  // built into the loaded programs, or read once at start: keeps its running value
+  CommandLine,   // no config key: the command line, which a reload parses again unchanged
+};
+
+// One option as the table in options.cpp declares it: that one entry makes
+// its flag and --help line (CLI11), its config file key (TOML), how each is
+// read and checked, and its reload rule. netlatd(8) lists the same options
+// (a unit test compares them).
+struct OptionInfo {
+  const char *flags;  // CLI11's names: "-p,--port"
+  const char *key;    // the config file's key, "" when only on the command line
+  const char *help;
+  Reload reload;
+  // NeedsRestart: when `next` differs from `running` in this option, puts the
+  // running value back into `next` and returns the line saying a restart applies it.
+  std::optional<std::string> (*keep)(const Options &running, Options &next) = nullptr;
+};
+// Every option, in --help's order.
+std::span<const OptionInfo> option_table();
+// "--port" of "-p,--port".
+std::string long_flag(const OptionInfo &info);
 
 // The options a SIGHUP reload runs with: `running.command_line` parsed again,
 // so the config file is re-read and command-line flags still override it (a
