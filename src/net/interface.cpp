@@ -368,6 +368,9 @@ uint32_t netns_inode(int fd) {
   return fstat(fd, &st) == 0 ? static_cast<uint32_t>(st.st_ino) : 0;
 }
 
+// The kernel's own rule for a device name (dev_valid_name): 1 to 15 bytes,
+// not "." or "..", no '/', ':' or white space. Anything else names no
+// interface, and would be a path outside /sys/class/net.
 bool valid_interface_name(const std::string &name) {
   if (name.empty() || name.size() >= 16 || name == "." || name == "..")
     return false;
