@@ -1,4 +1,4 @@
-// The option table (src/service/options.cpp) against what documents it:
+// The option table (src/service/option_table.cpp) against what documents it:
 // netlatd(8)'s option list and its SIGHUP paragraph, which keys a reload
 // applies and which need a restart.
 #include <fstream>

@@ -92,7 +92,7 @@ enum class Reload {
   CommandLine,   // no config key: the command line, which a reload parses again unchanged
 };
 
-// One option as the table in options.cpp declares it: that one entry makes
+// One option as the table in option_table.cpp declares it: that one entry makes
 // its flag and --help line (CLI11), its config file key (TOML), how each is
 // read and checked, and its reload rule. netlatd(8) lists the same options
 // (a unit test compares them).
