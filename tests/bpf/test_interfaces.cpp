@@ -17,9 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "net_fixture.hpp"
-#include "netlatd/fd.hpp"
-#include "netlatd/interface.hpp"
-#include "netlatd/watch.hpp"
+#include "netlatd/base/fd.hpp"
+#include "netlatd/net/interface.hpp"
+#include "netlatd/net/watch.hpp"
 #include "netlatd_output.hpp"
 #include "process.hpp"
 #include "scratch.hpp"

@@ -8,7 +8,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "net_fixture.hpp"
-#include "netlatd/ksyms.hpp"
+#include "netlatd/kernel/ksyms.hpp"
 
 using namespace nltest;
 

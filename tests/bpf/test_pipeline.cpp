@@ -137,9 +137,14 @@ BurstResult run_bursts(uint16_t port, int senders) {
   Totals t = stop_netlatd(nl->proc());
   Received got = reader.result();
   REQUIRE(got.lengths.size() == static_cast<size_t>(bursts * per_burst));
-  const uint64_t lost = t.untracked_reads + t.ambiguous_reads;
-  INFO("untracked reads " << t.untracked_reads << ", ambiguous reads " << t.ambiguous_reads
-                          << ", records without a reader " << t.reader_unknown);
+  // The reader is blocked in its first call when netlatd attaches: where
+  // the receive return is fexit/sock_recvmsg (6.1), that call's return is
+  // never seen, and its datagram counts unseen_read.
+  const uint64_t unseen = t.drops.count("unseen_read") ? t.drops.at("unseen_read") : 0;
+  CHECK(unseen <= 1);
+  const uint64_t lost = t.untracked_reads + t.ambiguous_reads + unseen;
+  INFO("untracked reads " << t.untracked_reads << ", ambiguous reads " << t.ambiguous_reads << ", unseen reads "
+                          << unseen << ", records without a reader " << t.reader_unknown);
   std::vector<const json *> named;
   for (const json &o : t.outliers)
     if (o.contains("reader_tid"))

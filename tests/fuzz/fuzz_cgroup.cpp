@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "fuzz_check.hpp"
-#include "netlatd/cgroup.hpp"
+#include "netlatd/net/cgroup.hpp"
 
 namespace {
 

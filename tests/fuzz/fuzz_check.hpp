@@ -6,7 +6,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "netlatd/errors.hpp"
+#include "netlatd/base/errors.hpp"
 
 namespace nlfuzz {
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/service/options.hpp"
 
 namespace {
 

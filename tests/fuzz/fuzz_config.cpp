@@ -10,7 +10,7 @@
 #include <string>
 
 #include "fuzz_check.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/service/options.hpp"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "fuzz_check.hpp"
-#include "netlatd/interface.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/net/interface.hpp"
+#include "netlatd/service/options.hpp"
 
 namespace fs = std::filesystem;
 

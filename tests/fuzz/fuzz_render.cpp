@@ -20,9 +20,12 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_check.hpp"
-#include "netlatd/metrics.hpp"
-#include "netlatd/record.hpp"
-#include "netlatd/report.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
+#include "netlatd/decode/record.hpp"
+#include "netlatd/model/interval.hpp"
+#include "netlatd/output/format.hpp"
+#include "netlatd/model/snapshot.hpp"
 
 namespace {
 

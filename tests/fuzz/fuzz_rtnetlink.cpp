@@ -12,7 +12,7 @@
 #include <new>
 
 #include "fuzz_check.hpp"
-#include "netlatd/interface.hpp"
+#include "netlatd/net/interface.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // read_events() receives into 16 KiB; a longer datagram is truncated there.

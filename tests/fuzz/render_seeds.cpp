@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "netlatd/record.hpp"
+#include "netlatd/decode/record.hpp"
 
 namespace {
 

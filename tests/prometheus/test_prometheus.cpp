@@ -25,7 +25,8 @@
 #include <nlohmann/json.hpp>
 
 #include "net_fixture.hpp"
-#include "netlatd/metrics.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
 #include "process.hpp"
 #include "scrape.hpp"
 #include "scratch.hpp"

@@ -24,7 +24,7 @@
 #include <nlohmann/json.hpp>
 
 #include "net_fixture.hpp"
-#include "netlatd/cgroup.hpp"
+#include "netlatd/net/cgroup.hpp"
 #include "process.hpp"
 #include "reader_apps.hpp"
 #include "scrape.hpp"

@@ -31,7 +31,8 @@
 
 #include "http_get.hpp"
 #include "net_fixture.hpp"
-#include "netlatd/metrics.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
 #include "netlatd/version.hpp"
 #include "process.hpp"
 #include "scrape.hpp"

@@ -14,7 +14,8 @@
 #include <regex>
 #include <sstream>
 #include <string>
-#include "netlatd/metrics.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
 #include "scratch.hpp"
 
 namespace fs = std::filesystem;

@@ -12,8 +12,10 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <nlohmann/json.hpp>
 
-#include "netlatd/breakdown.hpp"
-#include "netlatd/report.hpp"
+#include "netlatd/model/breakdown.hpp"
+#include "netlatd/model/interval.hpp"
+#include "netlatd/output/format.hpp"
+#include "netlatd/output/labels.hpp"
 
 using namespace netlatd;
 using nlohmann::json;
@@ -58,8 +60,7 @@ ReportHeader header() {
 json interval_json(const IntervalAggregator &agg, CgroupNames *names = nullptr) {
   IntervalReport r;
   r.data = &agg;
-  r.cgroup_names = names;
-  return json::parse(format_json_line(header(), r));
+  return json::parse(format_json_line(header(), r, names));
 }
 
 }  // namespace

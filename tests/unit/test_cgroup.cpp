@@ -9,8 +9,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/breakdown.hpp"
-#include "netlatd/cgroup.hpp"
+#include "netlatd/model/breakdown.hpp"
+#include "netlatd/net/cgroup.hpp"
+#include "netlatd/output/labels.hpp"
 
 using namespace netlatd;
 

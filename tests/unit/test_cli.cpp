@@ -8,10 +8,11 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/errors.hpp"
-#include "netlatd/interface.hpp"
-#include "netlatd/metrics.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/base/errors.hpp"
+#include "netlatd/net/interface.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
+#include "netlatd/service/options.hpp"
 #include "netlatd/version.hpp"
 #include "process.hpp"
 

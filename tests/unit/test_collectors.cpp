@@ -19,7 +19,8 @@
 #include <toml++/toml.h>
 #include <yaml-cpp/yaml.h>
 
-#include "netlatd/report.hpp"
+#include "netlatd/model/interval.hpp"
+#include "netlatd/output/format.hpp"
 #include "scratch.hpp"
 
 using namespace netlatd;

@@ -16,8 +16,8 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <yaml-cpp/yaml.h>
 
-#include "netlatd/errors.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/base/errors.hpp"
+#include "netlatd/service/options.hpp"
 #include "scratch.hpp"
 
 namespace fs = std::filesystem;

@@ -9,7 +9,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/generators/catch_generators.hpp>
 
-#include "netlatd/histogram.hpp"
+#include "netlatd/model/histogram.hpp"
 
 using netlatd::Histogram;
 

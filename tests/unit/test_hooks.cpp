@@ -7,8 +7,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/daemon.hpp"
-#include "netlatd/hooks.hpp"
+#include "netlatd/service/daemon.hpp"
+#include "netlatd/kernel/hooks.hpp"
+#include "netlatd/model/interval.hpp"
 
 using namespace netlatd;
 

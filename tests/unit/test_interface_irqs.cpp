@@ -6,9 +6,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/errors.hpp"
-#include "netlatd/interface.hpp"
-#include "netlatd/options.hpp"
+#include "netlatd/base/errors.hpp"
+#include "netlatd/net/interface.hpp"
+#include "netlatd/service/options.hpp"
 #include "scratch.hpp"
 
 using namespace netlatd;

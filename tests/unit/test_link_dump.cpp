@@ -17,8 +17,8 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/interface.hpp"
-#include "netlatd/watch.hpp"
+#include "netlatd/net/interface.hpp"
+#include "netlatd/net/watch.hpp"
 #include "scratch.hpp"
 
 using namespace netlatd;

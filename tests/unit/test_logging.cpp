@@ -12,7 +12,7 @@
 #include <catch2/matchers/catch_matchers_string.hpp>
 #include <spdlog/details/log_msg.h>
 
-#include "netlatd/logging.hpp"
+#include "netlatd/service/logging.hpp"
 #include "scratch.hpp"
 
 using namespace netlatd;

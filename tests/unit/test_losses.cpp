@@ -6,7 +6,8 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/losses.hpp"
+#include "netlatd/model/losses.hpp"
+#include "netlatd/model/snapshot.hpp"
 
 using netlatd::IntervalReport;
 using netlatd::KernelCounts;

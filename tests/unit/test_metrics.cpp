@@ -23,7 +23,9 @@
 #include <unistd.h>
 
 #include "http_get.hpp"
-#include "netlatd/metrics.hpp"
+#include "netlatd/output/prometheus.hpp"
+#include "netlatd/output/http.hpp"
+#include "netlatd/model/snapshot.hpp"
 
 using netlatd::MetricsSnapshot;
 using netlatd::Stage;

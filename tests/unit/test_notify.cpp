@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "netlatd/notify.hpp"
+#include "netlatd/service/notify.hpp"
 #include "notify_socket.hpp"
 
 using nltest::NotifySocket;

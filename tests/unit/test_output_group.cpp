@@ -13,7 +13,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/sink.hpp"
+#include "netlatd/output/sink.hpp"
 #include "scratch.hpp"
 
 namespace fs = std::filesystem;

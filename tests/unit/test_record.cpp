@@ -5,7 +5,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/record.hpp"
+#include "netlatd/decode/record.hpp"
 
 using namespace netlatd;
 

@@ -4,7 +4,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/reload.hpp"
+#include "netlatd/service/reload.hpp"
 
 using netlatd::Options;
 

@@ -10,7 +10,9 @@
 #include <catch2/catch_test_macros.hpp>
 #include <nlohmann/json.hpp>
 
-#include "netlatd/report.hpp"
+#include "netlatd/model/interval.hpp"
+#include "netlatd/output/format.hpp"
+#include "netlatd/base/clock.hpp"
 
 using namespace netlatd;
 using namespace std::chrono;

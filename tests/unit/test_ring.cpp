@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "netlatd/ring.hpp"
+#include "netlatd/kernel/ring.hpp"
 
 using netlatd::RingView;
 

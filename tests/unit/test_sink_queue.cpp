@@ -9,7 +9,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/sink.hpp"
+#include "netlatd/output/sink.hpp"
 
 using netlatd::LineSink;
 

@@ -5,7 +5,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/stages.hpp"
+#include "netlatd/model/stages.hpp"
 
 using namespace netlatd;
 

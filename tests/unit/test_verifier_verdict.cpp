@@ -4,7 +4,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/tracer.hpp"
+#include "netlatd/kernel/tracer.hpp"
 
 using netlatd::verifier_verdict;
 

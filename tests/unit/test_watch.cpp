@@ -6,8 +6,9 @@
 
 #include <catch2/catch_test_macros.hpp>
 
-#include "netlatd/breakdown.hpp"
-#include "netlatd/watch.hpp"
+#include "netlatd/model/breakdown.hpp"
+#include "netlatd/net/watch.hpp"
+#include "netlatd/output/labels.hpp"
 
 using namespace netlatd;
 
