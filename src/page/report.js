@@ -70,11 +70,11 @@ function drawHeader(m) {
   const facts = [
     ["host", h.hosts.join(", ") || "–"], ["interface", h.ifaces.join(", ") || "–"],
     ["ports", h.ports.join(", ") || "–"], ["kernel", h.kernels.join(", ") || "–"],
-    ["netlatd", h.versions.join(", ") || "–"], ["time span", span],
-    ["lines", fmtInt(inp.intervals) + " interval, " + fmtInt(inp.outliers) + " outlier"],
+    ["netlatd", h.versions.join(", ") || "–"],
+    ["lines", fmtInt(inp.intervals) + " interval, " + fmtInt(inp.outliers) + " outlier"], ["time span", span],
   ];
   const dl = el("dl", { class: "facts" });
-  for (const [k, v] of facts) dl.append(el("div", {}, el("dt", {}, k), el("dd", {}, v)));
+  for (const [k, v] of facts) dl.append(el("div", { class: k === "time span" ? "wide" : "" }, el("dt", {}, k), el("dd", {}, v)));
   const head = el("header", {}, el("h1", {}, "netlatd report"), dl);
   const hooks = el("table", { class: "hooks", "data-table": "hooks" },
     el("tr", {}, el("th", {}, "stage"), el("th", {}, "measured from → to (hooks chosen at start)")));
@@ -93,7 +93,7 @@ function drawNotes(m) {
   const files = inp.sources.map((s) => s.name + " (" + fmtInt(s.lines) + " lines)").join(", ");
   box.append(el("p", {}, "Read " + fmtInt(inp.lines) + " lines from " + files + "; schema " + inp.schema + "."));
   const skip = el("p", { "data-skipped": inp.skipped, class: inp.skipped ? "warn" : "" },
-    inp.skipped ? fmtInt(inp.skipped) + " lines skipped (not netlatd's schema-" + inp.schema + " lines): " :
+    inp.skipped ? fmtInt(inp.skipped) + (inp.skipped === 1 ? " line" : " lines") + " skipped (not netlatd's schema-" + inp.schema + " lines): " :
       "No line skipped.");
   if (inp.skipped) {
     const ul = el("ul", {});

@@ -56,6 +56,7 @@ function drawHeatmap(h, cols, sec) {
       const xm = (tx(cols[c][0]) + tx(cols[c][1])) / 2;
       d += pen + xm.toFixed(1) + "," + ly(v).toFixed(1) + " "; pen = "L"; pts++;
     });
+    svg.append(sv("path", { d: d, class: "halo" }));
     svg.append(sv("path", { d: d, stroke: color, "stroke-dasharray": dash, class: "pline", "data-series": name,
       "data-points": pts, "data-values": h[name].map((v) => (v === null ? "" : v)).join(",") }));
   }
@@ -169,15 +170,20 @@ function packetText(w) {
 }
 
 function drawWaterfall(w, rank) {
-  const rowH = 22, lw = 110, x0 = lw, x1 = W - 150, top = 18;
+  const rowH = 22, lw = 110, x0 = lw, x1 = W - 150, top = 40;
   const end = Math.max(...w.bars.map((b) => b.start_ns + b.dur_ns), ...w.marks.map((k) => k.at_ns), 1);
   const sx = (ns) => x0 + (Math.max(ns, 0) / end) * (x1 - x0);
   const svg = sv("svg", { viewBox: "0 0 " + W + " " + (top + w.bars.length * rowH + 26), class: "chart",
     "data-chart": "waterfall", "data-rank": rank, "data-bars": w.bars.length });
-  for (const k of w.marks.filter((k) => k.at_ns >= 0)) {
-    const x = sx(k.at_ns);
-    svg.append(sv("line", { x1: x, x2: x, y1: top - 4, y2: top + w.bars.length * rowH, class: "mark", "data-stamp": k.stamp }));
-    svg.append(sv("text", { x: x, y: top - 7, class: "marklabel", "text-anchor": "middle" }, k.stamp));
+  // Mark labels in up to three rows, so that close instants do not overprint.
+  const ends = [-1e9, -1e9, -1e9];
+  for (const k of w.marks.filter((k) => k.at_ns >= 0).sort((a, b) => a.at_ns - b.at_ns)) {
+    const x = sx(k.at_ns), half = k.stamp.length * 3 + 4;
+    let r = ends.findIndex((e) => x - half > e);
+    if (r < 0) r = 2;
+    ends[r] = x + half;
+    svg.append(sv("line", { x1: x, x2: x, y1: top - 4 - 11 * r, y2: top + w.bars.length * rowH, class: "mark", "data-stamp": k.stamp }));
+    svg.append(sv("text", { x: x, y: top - 7 - 11 * r, class: "marklabel", "text-anchor": "middle" }, k.stamp));
   }
   w.bars.forEach((b, i) => {
     const y = top + i * rowH, xa = sx(b.start_ns), bwid = Math.max(sx(b.start_ns + b.dur_ns) - xa, 2);
