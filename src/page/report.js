@@ -4,7 +4,10 @@
 // it drew (tests/page/ reads them back).
 "use strict";
 const NL = { errors: 0 };
-window.addEventListener("error", () => { NL.errors++; document.body.dataset.renderErrors = NL.errors; });
+function noteError() { NL.errors++; document.body.dataset.renderErrors = NL.errors; }
+window.addEventListener("error", noteError);
+const consoleError = console.error;
+console.error = (...args) => { noteError(); consoleError(...args); };
 
 const SVGNS = "http://www.w3.org/2000/svg";
 const STAGE_COLOR = {
@@ -135,7 +138,7 @@ function main() {
 }
 window.addEventListener("DOMContentLoaded", () => {
   try { main(); } catch (e) {
-    NL.errors++; document.body.dataset.renderErrors = NL.errors;
+    noteError();
     document.getElementById("page").append(el("p", { class: "warn" }, "This page failed to draw: " + e));
     throw e;
   }
