@@ -63,6 +63,7 @@ std::vector<Column> make_columns(const std::vector<IntervalLine> &sorted, std::v
   int64_t first = sorted.front().start_ms, last = sorted.back().end_ms;
   for (const IntervalLine &l : sorted)
     first = std::min(first, l.start_ms);
+  last = std::max(last, first + 1);  // a line whose start is after its end
   const int64_t width = std::max<int64_t>(1, (last - first + static_cast<int64_t>(kMaxColumns) - 1) /
                                                  static_cast<int64_t>(kMaxColumns));
   const size_t n = static_cast<size_t>((last - first + width - 1) / width);

@@ -154,8 +154,10 @@ StageStats stage_of(const json &s, bool with_hooks, const std::string &where, st
   st.p99_ns = u64(s, "p99_ns", where);
   st.p999_ns = u64(s, "p999_ns", where);
   const json &mean = member(s, "mean_ns", where);
-  if (!mean.is_number())
-    throw Bad{where + ".mean_ns is not a number"};
+  // Within [min, max] (rounded to 0.1 ns), so that mean x count stays finite.
+  if (!mean.is_number() || !(mean.get<double>() >= static_cast<double>(st.min_ns) - 0.1) ||
+      !(mean.get<double>() <= static_cast<double>(st.max_ns) + 0.1))
+    throw Bad{where + ".mean_ns is not a number in [min_ns, max_ns]"};
   st.mean_ns = mean.get<double>();
   st.buckets = buckets_of(member(s, "buckets", where), where + ".buckets");
   return st;

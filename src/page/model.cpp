@@ -9,6 +9,7 @@ using nlohmann::json;
 
 constexpr size_t kMaxReason = 160;  // a skip reason may echo a line's text
 constexpr size_t kMaxUnknown = 64;  // unknown field paths listed
+constexpr size_t kMaxSkipReasons = 32;
 
 // The packet drawn before another: slower, then earlier.
 bool slower(const OutlierLine &a, const OutlierLine &b) {
@@ -32,7 +33,10 @@ void Builder::add_line(std::string_view text, const std::string &source) {
   Parsed p = parse_line(text);
   if (Skip *s = std::get_if<Skip>(&p.line)) {
     ++skipped_;
-    SkipCount &c = skips_[s->reason.substr(0, kMaxReason)];
+    std::string reason = s->reason.substr(0, kMaxReason);
+    if (skips_.size() >= kMaxSkipReasons && !skips_.count(reason))
+      reason = "other reasons";  // reasons may name a line's own keys: the list stays short
+    SkipCount &c = skips_[reason];
     if (c.n++ == 0)
       c.first = source + ":" + std::to_string(at);
     return;

@@ -41,7 +41,7 @@ function drawHeatmap(h, cols, sec) {
     svg.append(sv("line", { x1: x0, x2: x1, y1: ly(v), y2: ly(v), class: "grid" }));
     svg.append(sv("text", { x: x0 - 6, y: ly(v) + 4, class: "axis", "text-anchor": "end" }, fmtNs(v)));
   }
-  const max = Math.max(...h.cells.map((c) => c[2]));
+  const max = h.cells.reduce((a, c) => Math.max(a, c[2]), 1);
   for (const [c, r, n] of h.cells) {
     const row = h.rows[r - h.row_min], xa = tx(cols[c][0]), xb = tx(cols[c][1]);
     const rect = sv("rect", { x: xa, y: ly(row[1]), width: Math.max(xb - xa, 1), height: Math.max(ly(row[0]) - ly(row[1]), 1),
