@@ -105,7 +105,8 @@ function drawShares(m) {
     "data-series-count": m.shares.length });
   m.shares.forEach((s, i) => {
     const g = sv("g", { class: "series", "data-series": s.series, transform: "translate(0," + (i * rowH + 4) + ")" });
-    g.append(sv("text", { x: lw - 10, y: 15, class: "label", "text-anchor": "end" }, s.series));
+    const name = s.series.length > 26 ? s.series.slice(0, 25) + "…" : s.series;
+    g.append(tip(sv("text", { x: lw - 10, y: 15, class: "label", "text-anchor": "end" }, name), s.series));
     g.append(sv("text", { x: lw - 10, y: 28, class: "axis", "text-anchor": "end" }, fmtInt(s.packets) + " packets"));
     let x = lw;
     for (const p of s.parts.concat(s.rest > 0.005 ? [{ stage: "rest", share: s.rest }] : [])) {
