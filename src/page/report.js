@@ -93,7 +93,8 @@ function drawHeader(m) {
 // What was read, what was left out, and what the page merged to stay small.
 function drawNotes(m) {
   const inp = m.input, d = m.downsample, box = el("div", { class: "notes", id: "input-notes" });
-  const files = inp.sources.map((s) => s.name + " (" + fmtInt(s.lines) + " lines)").join(", ");
+  const files = inp.sources.length === 1 ? inp.sources[0].name :
+    inp.sources.map((s) => s.name + " (" + fmtInt(s.lines) + " lines)").join(", ");
   box.append(el("p", {}, "Read " + fmtInt(inp.lines) + " lines from " + files + "; schema " + inp.schema + "."));
   const skip = el("p", { "data-skipped": inp.skipped, class: inp.skipped ? "warn" : "" },
     inp.skipped ? fmtInt(inp.skipped) + (inp.skipped === 1 ? " line" : " lines") + " skipped (not netlatd's schema-" + inp.schema + " lines): " :
@@ -131,8 +132,8 @@ function main() {
   document.body.dataset.renderErrors = 0;
   drawHeader(m);
   drawNotes(m);
-  drawHeatmaps(m);
   drawShares(m);
+  drawHeatmaps(m);
   drawLosses(m);
   drawWaterfalls(m);
   document.body.dataset.rendered = "yes";

@@ -82,7 +82,8 @@ function drawHeatmaps(m) {
   const lg = legendRow(PCT.map(([n, c, d]) => [n, c, d ? "dash" : ""]));
   lg.append(el("span", { class: "item" }, "fewer ", scale, " more packets"));
   sec.append(lg);
-  for (const h of m.heatmaps) {
+  // total first: the whole path, then its stages in path order.
+  for (const h of m.heatmaps.filter((x) => x.stage === "total").concat(m.heatmaps.filter((x) => x.stage !== "total"))) {
     const o = h.overall || {}, head = el("h3", {}, h.stage);
     const sw = el("span", { class: "swatch" }); sw.style.background = STAGE_COLOR[h.stage]; head.prepend(sw);
     const fig = el("figure", { class: "stage", id: "stage-" + h.stage }, head);
