@@ -164,11 +164,12 @@ function drawLosses(m) {
 }
 
 function packetText(w) {
-  const who = w.reader ? "reader " + (w.reader.comm || "?") + " (pid " + w.reader.pid + ", tid " + w.reader.tid + ") on CPU " +
-    w.reader.cpu + (w.reader.woken ? ", woken by the socket" + (w.reader.slept_in_call ? " in its call" : "") : "")
+  const q = (v) => (v === null || v === undefined ? "?" : v);
+  const who = w.reader ? "reader " + (w.reader.comm || "?") + " (pid " + q(w.reader.pid) + ", tid " + q(w.reader.tid) + ") on CPU " +
+    q(w.reader.cpu) + (w.reader.woken ? ", woken by the socket" + (w.reader.slept_in_call ? " in its call" : "") : "")
     : "reader unknown (" + w.reader_unknown + ")";
   return w.proto + " " + w.family + " :" + w.sport + " → :" + w.dport + ", " + fmtInt(w.len) + " B on " + w.iface +
-    " · received on CPU " + w.rx_cpu + (w.ksoftirqd ? " (in ksoftirqd)" : "") + " · " + who;
+    " · received on CPU " + q(w.rx_cpu) + (w.ksoftirqd ? " (in ksoftirqd)" : "") + " · " + who;
 }
 
 function drawWaterfall(w, rank) {
