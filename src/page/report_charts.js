@@ -10,6 +10,20 @@ function ramp(f) {
   return "rgb(" + a.map((v, k) => Math.round(v + (b[k] - v) * t)).join(",") + ")";
 }
 
+function hover(svg, textOf) {
+  let box = document.getElementById("tip");
+  if (!box) { box = el("div", { id: "tip", role: "tooltip" }); box.hidden = true; document.body.append(box); }
+  svg.addEventListener("mousemove", (e) => {
+    const text = textOf(e.target);
+    box.hidden = !text;
+    if (!text) return;
+    box.textContent = text;
+    box.style.left = e.clientX + 14 + "px";
+    box.style.top = e.clientY + 14 + "px";
+  });
+  svg.addEventListener("mouseleave", () => { box.hidden = true; });
+}
+
 function timeAxis(g, x0, x1, t0, t1, y) {
   const withDate = t1 - t0 > 86400e3;
   for (let i = 0; i <= 6; i++) {
@@ -44,11 +58,16 @@ function drawHeatmap(h, cols, sec) {
   const max = h.cells.reduce((a, c) => Math.max(a, c[2]), 1);
   for (const [c, r, n] of h.cells) {
     const row = h.rows[r - h.row_min], xa = tx(cols[c][0]), xb = tx(cols[c][1]);
-    const rect = sv("rect", { x: xa, y: ly(row[1]), width: Math.max(xb - xa, 1), height: Math.max(ly(row[0]) - ly(row[1]), 1),
-      fill: ramp(Math.log1p(n) / Math.log1p(max)), class: "cell", "data-col": c, "data-row": r, "data-count": n });
-    svg.append(tip(rect, fmtInt(n) + " packets in " + fmtNs(row[0]) + " – " + fmtNs(row[1]) + ", " +
-      fmtTime(cols[c][0], true) + " – " + fmtTime(cols[c][1]) + " UTC"));
+    svg.append(sv("rect", { x: xa, y: ly(row[1]), width: Math.max(xb - xa, 1), height: Math.max(ly(row[0]) - ly(row[1]), 1),
+      fill: ramp(Math.log1p(n) / Math.log1p(max)), class: "cell", "data-col": c, "data-row": r, "data-count": n }));
   }
+  // One tooltip for all cells (a <title> each doubled the nodes to draw).
+  hover(svg, (t) => {
+    if (!t.classList.contains("cell")) return null;
+    const c = +t.dataset.col, row = h.rows[t.dataset.row - h.row_min];
+    return fmtInt(+t.dataset.count) + " packets in " + fmtNs(row[0]) + " – " + fmtNs(row[1]) + ", " +
+      fmtTime(cols[c][0], true) + " – " + fmtTime(cols[c][1]) + " UTC";
+  });
   for (const [name, color, dash] of PCT) {
     let d = "", pts = 0, pen = "M";
     h[name].forEach((v, c) => {
