@@ -134,7 +134,8 @@ function drawShares(m) {
       const r = sv("rect", { x: x, y: 3, width: w, height: 24, fill: STAGE_COLOR[p.stage], class: "part",
         "data-stage": p.stage, "data-share": p.share.toFixed(4) });
       g.append(tip(r, p.stage + ": " + (100 * p.share).toFixed(1) + " % of total" + (p.mean_ns ? ", mean " + fmtNs(p.mean_ns) : "")));
-      if (w > 70) g.append(sv("text", { x: x + 5, y: 19, class: "inbar" }, p.stage + " " + (100 * p.share).toFixed(0) + "%"));
+      const label = p.stage + " " + (100 * p.share).toFixed(0) + "%";
+      if (w > label.length * 7 + 8) g.append(sv("text", { x: x + 5, y: 19, class: "inbar" }, label));
       x += w;
     }
     g.append(sv("text", { x: lw + bw + 10, y: 19, class: "label" }, "total mean " + fmtNs(s.total_mean_ns)));
