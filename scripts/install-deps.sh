@@ -72,10 +72,11 @@ backports=(libbpf-dev bpftool catch2)
 extra=()
 # The unit and service tiers' checks of what ships: lintian on the .deb,
 # yamllint and Node.js (deploy/check/: the Kubernetes schemas, a Dockerfile
-# linter) on deploy/. A Node.js from elsewhere that is already installed is
-# used as it is: Debian's npm would conflict with it.
+# linter) on deploy/, and chromium, which opens `netlatd report`'s page
+# headless (tests/page/test_browser.py). A Node.js from elsewhere that is
+# already installed is used as it is: Debian's npm would conflict with it.
 if [ "$want_checks" = 1 ]; then
-  extra+=(lintian yamllint)
+  extra+=(lintian yamllint chromium)
   command -v node >/dev/null 2>&1 || extra+=(nodejs)
   command -v npm >/dev/null 2>&1 || extra+=(npm)
 fi

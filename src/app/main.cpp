@@ -3,6 +3,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 
 #include <spdlog/spdlog.h>
 
@@ -14,8 +15,12 @@
 #include "netlatd/service/daemon.hpp"
 #include "netlatd/service/logging.hpp"
 #include "netlatd/service/options.hpp"
+#include "page_main.hpp"
 
 int main(int argc, char **argv) {
+  // `netlatd report ...`: the page from JSON lines; nothing of the daemon's.
+  if (argc > 1 && std::string_view(argv[1]) == "report")
+    return netlatd::page::report_main(argc - 1, argv + 1);
   // The start parses the kernel's BTF twice (the hook probe's copy, freed
   // before the load, and libbpf's own) in blocks of hundreds of KiB. glibc
   // raises its mmap threshold to the size of each mapped block freed, so the
