@@ -188,7 +188,7 @@ BurstResult run_bursts(uint16_t port, int senders) {
     // A datagram read before its push leaves its in-flight entry to expire.
     if (name == "unjoined_reused" || name == "unjoined_expired")
       CHECK(v <= lost);
-    else
+    else if (name != "unseen_read")  // checked above, and part of `lost`
       CHECK(v == 0);
   }
   std::fprintf(stderr, "bursts from %d CPU(s): %zu reads, %zu named, %lu ambiguous, %lu untracked\n", senders,
@@ -261,7 +261,10 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   // without its reader (reader_unknown), the stages up to the queue kept. Both
   // are rare at 1 ms apart (none in most runs); CI saw one run in some tens
   // short. Either may be a TCP segment's, so UDP is bounded on both sides.
-  const uint64_t lost = t.drops["unjoined_reused"] + t.drops["unjoined_expired"] + t.drops["unread_expired"];
+  // And on 6.1 (fexit/sock_recvmsg) the read each reader was blocked in when
+  // netlatd attached returns unseen: its datagram or bytes count unseen_read.
+  const uint64_t lost = t.drops["unjoined_reused"] + t.drops["unjoined_expired"] + t.drops["unread_expired"] +
+                        t.drops["unseen_read"];
   std::fprintf(stderr,
                "IPv6 UDP + TCP: udp %llu of %d, tcp %llu of %d writes, lost %llu, without reader %llu, "
                "ambiguous %llu, bytes read %llu reported %llu skipped %llu\n",
@@ -281,8 +284,11 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   CHECK(t.tcp <= writes);
   CHECK(t.packets == t.udp + t.tcp);
   CHECK(t.unordered == 0);
-  // Every byte the reader read is in a record or in a counted gap.
-  CHECK(t.tcp_read == static_cast<uint64_t>(writes) * 100);
+  // Every byte the reader read is in a record or in a counted gap; but for
+  // the call it was blocked in when netlatd attached, whose return fexit
+  // (6.1) does not see: one write at most.
+  CHECK(t.tcp_read <= static_cast<uint64_t>(writes) * 100);
+  CHECK(t.tcp_read + 100 >= static_cast<uint64_t>(writes) * 100);
   CHECK(t.tcp_reported + t.tcp_skipped == t.tcp_read);
   // 1 ms apart, the readers are asleep in their calls for nearly every packet;
   // one that finds its packet already there has no call start on 6.18, and
