@@ -17,10 +17,13 @@ export HOME=/root
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
+# /tmp stays the initramfs's own (writable already): the build tree, which
+# the overlay puts at its host path, may be under /tmp, and a tmpfs mounted
+# there hid it (a clone in /tmp: every test "No such file or directory").
 mkdir -p /dev/pts /dev/shm /tmp /run
+chmod 1777 /tmp
 mount -t devpts devpts /dev/pts
 mount -t tmpfs shm /dev/shm
-mount -t tmpfs tmp /tmp
 mount -t tmpfs run /run
 mount -t debugfs nodev /sys/kernel/debug
 # 6.1 does not mount tracefs by itself (KERNEL-NOTES.md).
