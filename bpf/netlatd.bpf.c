@@ -2,23 +2,35 @@
 /*
  * netlatd kernel side: timestamps each stage of each matching packet's
  * receive path and hands one record per packet to user space when the
- * receive call returns it. One object, one skeleton; the code is split by
- * concern into the headers included below:
+ * receive call returns it. One object, one skeleton: this file includes the
+ * headers of bpf/, by concern, and holds the programs. A header uses what the
+ * headers before it define, so the order below is the order they need.
  *
- *   maps.bpf.h        configuration, maps, per-CPU, per-socket, per-task state
- *   cpu_stamps.bpf.h  NIC IRQ, NET_RX softirq, NAPI, sched_switch, copy (per CPU)
- *   filter.bpf.h      netif_receive_skb: interface/namespace/port filter, first stamps
- *   udp_slots.bpf.h   a UDP socket's slots: its datagrams in queue order (socket storage)
- *   udp_queue.bpf.h   datagrams moved into the slots at data-ready
- *   tcp.bpf.h         TCP segments by flow and sequence, queued at tcp_probe, read by range
- *   reader.bpf.h      the reading task: call start, named datagram, TCP range, wake-up
- *   udp_read.bpf.h    which datagram a UDP read returned (docs/JOIN.md)
- *   emit.bpf.h        the ring-buffer record
+ *   lib/         defs.bpf.h (constants, kernel struct flavours), config.bpf.h
+ *                (rodata set before load), ring.bpf.h (the ring, counters,
+ *                drops), cpu.bpf.h (per-CPU state), verifier.bpf.h (every
+ *                verifier workaround), ports.bpf.h (the watched ports)
+ *   filter/      watch.bpf.h (watched devices), stash.bpf.h (UDP datagrams in
+ *                flight), parse.bpf.h (headers), filter.bpf.h (netif_receive_skb)
+ *   stamps/      cpu.bpf.h: NIC IRQ, NET_RX softirq, NAPI, sched_switch, copy
+ *   reader/      reader.bpf.h (the reading task's state, call start, TCP
+ *                range), wake.bpf.h (the wake-up), view.bpf.h (what a return
+ *                knows of its reader)
+ *   udp/named/   where the kernel names each read's datagram (fentry):
+ *                queue.bpf.h (the enqueue's stamp), read.bpf.h (consume, return)
+ *   udp/order/   where only queue order says (docs/JOIN.md): state.bpf.h,
+ *                slots.bpf.h, queue.bpf.h (data-ready), read_in.bpf.h (before
+ *                the lock), decide.bpf.h, retire.bpf.h, drops.bpf.h, read.bpf.h
+ *   tcp/         state.bpf.h (segments, cursor), probe.bpf.h (tcp_probe),
+ *                read.bpf.h (a read's byte range)
+ *   emit/        record.bpf.h (the ring record's halves), emit.bpf.h (writing it)
+ *   aggregate/   --aggregate: per-stage histograms in the kernel, with the
+ *                stage math of include/netlatd/stage_math.h
  *
  * Hooks are tp_btf programs, with fentry/fexit variants where older kernels
  * lack the tracepoint or where fentry adds what no tracepoint gives; a
  * point's variants share one __always_inline handler, and user space keeps
- * the ones its probe of the running kernel chose (src/hooks.cpp). Typed (BTF)
+ * the ones its probe of the running kernel chose (src/kernel/hooks.cpp). Typed (BTF)
  * arguments let kernel structs be read with direct loads; only the packet
  * bytes and fields behind a type cast go through bpf_probe_read_kernel /
  * BPF_CORE_READ.
@@ -30,157 +42,40 @@
 #include <bpf/bpf_endian.h>
 
 #include "netlatd/abi.h"
-#include "netlatd.bpf.h"
-#include "maps.bpf.h"
-#include "cpu_stamps.bpf.h"
-#include "filter.bpf.h"
-#include "udp_slots.bpf.h"
-#include "udp_queue.bpf.h"
-#include "reader.bpf.h"
-#include "emit.bpf.h"
-#include "tcp.bpf.h"
-#include "udp_read.bpf.h"
+#include "lib/defs.bpf.h"
+#include "lib/config.bpf.h"
+#include "lib/ring.bpf.h"
+#include "udp/order/state.bpf.h"
+#include "lib/cpu.bpf.h"
+#include "lib/verifier.bpf.h"
+#include "filter/watch.bpf.h"
+#include "filter/stash.bpf.h"
+#include "lib/ports.bpf.h"
+#include "reader/reader.bpf.h"
+#include "stamps/cpu.bpf.h"
+#include "filter/parse.bpf.h"
+#include "tcp/state.bpf.h"
+#include "filter/filter.bpf.h"
+#include "udp/order/slots.bpf.h"
+#include "reader/wake.bpf.h"
+#include "udp/named/queue.bpf.h"
+#include "udp/order/queue.bpf.h"
+#include "reader/view.bpf.h"
+#include "emit/record.bpf.h"
+#include "aggregate/aggregate.bpf.h"
+#include "emit/emit.bpf.h"
+#include "tcp/probe.bpf.h"
+#include "tcp/read.bpf.h"
+#include "udp/named/read.bpf.h"
+#include "udp/order/read_in.bpf.h"
+#include "udp/order/decide.bpf.h"
+#include "udp/order/retire.bpf.h"
+#include "udp/order/drops.bpf.h"
+#include "udp/order/read.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* ---- the receive call returns --------------------------------------------------- */
-
-static __always_inline void emit_out(struct cpu_state *cs, const struct read_view *v)
-{
-	for (__u32 i = 0; i < UDP_OUT_MAX; i++) {
-		if (i >= cs->n_out)
-			break;
-		bool ambiguous = cs->out_ambiguous[i];
-		emit_udp(&cs->out[i], ambiguous ? NULL : v, NETLATD_READER_AMBIGUOUS);
-	}
-	cs->n_out = 0;
-}
-
-/* A UDP read's decision under its socket's lock, on the slots in use. */
-static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
-{
-	int r;
-	if (!st->reader_tid)
-		st->reader_tid = in->tid;
-	else if (st->reader_tid != in->tid)
-		st->readers_many = 1;
-	r = decide_by_order(st, slots, mask, in, cs, hp);
-	/* The decision and the head as numbers the verifier does not know:
-	 * each outcome would otherwise be a walk of its own through all that
-	 * follows under the lock (942k instructions of its 1M budget on 6.18,
-	 * 375k with these). */
-	__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
-	r = (int)((o >> 32) & 0xffff);
-	hp->kind = (enum head_kind)(o >> 48);
-	hp->idx = (__u32)o;
-	retire_marked(st, slots, mask, in, cs, hp);
-	resync_slots(st, slots, mask, in, cs);
-	advance_head(st, slots, mask);
-	return r;
-}
-
-static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_state *big,
-				      const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
-{
-	if (st->big && big)
-		return udp_decide_on(st, big->slots, UDP_BIG_SLOTS - 1, in, cs, hp);
-	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp);
-}
-
-
-/* Where the kernel names each read's datagram (fentry/skb_consume_udp): the
- * stamps the consume took from the stash are this read's. No socket state and
- * no lock: the skb is the datagram's name. */
-static __always_inline void on_udp_named_read(struct sock *sk, const struct read_view *v, struct reader_state *rs)
-{
-	/* Nothing consumed here: the call began before netlatd attached. */
-	if (!rs || rs->consumed_sk != (__u64)sk)
-		return;
-	rs->consumed_sk = 0;
-	if (!rs->named) {
-		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-		return;
-	}
-	rs->named = 0;
-	emit_record(&rs->named_rx, rs->named_queue_after, true, v, NETLATD_READER_KNOWN);
-}
-
-/* Where only queue order says which datagram a read took (docs/JOIN.md). */
-static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
-					struct reader_state *rs, bool typed)
-{
-	/* First, and alone: 6.1's verifier then leaves the queue-order way
-	 * unwalked where the kernel names reads. With the test made in the
-	 * caller instead, it walked it, and refused read_bufsize's bound. */
-	if (targ_udp_join == UDP_JOIN_CONSUME) {
-		on_udp_named_read(sk, v, rs);
-		return;
-	}
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return;
-	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
-	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
-	/* No state yet: this read took a datagram no data-ready call of ours
-	 * has seen. With the producer side quiet, it was queued before netlatd
-	 * attached and nothing will ever stand for it: the read owes nothing.
-	 * With a producer mid-batch, its data-ready call may still be to come
-	 * and give it a slot (gone, marked), which this read owes; or it was
-	 * queued before attach after all, and `owed` is one too many. One too
-	 * many would let a retirement or a resync run while a read of a
-	 * datagram with a slot is in flight, so the socket is marked unsure
-	 * until no slot is left that a read could hold (udp_read.bpf.h
-	 * resync_slots). */
-	if (!st) {
-		st = udp_state_create(sk);
-		if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
-			bpf_spin_lock(&st->lock);
-			st->owed++;
-			st->owed_unsure = 1;
-			bpf_spin_unlock(&st->lock);
-			COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-		} else {
-			COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-		}
-		return;
-	}
-	/* Opaque: known 0 on most of read_bufsize's ways out and unknown on
-	 * the rest, it would fork the verifier's walk of the decision. */
-	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
-	struct udp_big_state *big = udp_big_of(sk, st, false);
-	in.head = queue_head(sk, typed);
-	/* Where the kernel says when a producer is mid-batch, it alone decides:
-	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
-	 * assumption, which a vCPU stalled by its host breaks. It stands in
-	 * only on kernels without that signal. */
-	if (targ_push_before_queue) {
-		in.quiet = true;
-	} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
-		/* And no call in flight holds a datagram of the port it dropped
-		 * (drops_pending): its slot stands LIVE as if a read held it, one
-		 * more than the reads hold, until that call returns (udp_read.bpf.h
-		 * settle_read_drop); nor a FIONREAD's or a poll's, until the task's
-		 * next read (asks_pending). */
-		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
-		__u64 none_held = eq_bit(drops_pending[p], 0) &
-				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
-		in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
-	} else {
-		in.sole = sole_producer(pidx, v->now);
-	}
-	struct head_pos hp = {.kind = HEAD_EMPTY};
-	cs->n_out = 0;
-	if (!lock_with_big(sk, st, &big))
-		return;
-	int r = udp_decide(st, big, &in, cs, &hp);
-	bpf_spin_unlock(&st->lock);
-	if (r == READ_AMBIGUOUS)
-		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-	else if (r == READ_UNTRACKED)
-		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-	emit_out(cs, v);
-}
+/* ---- the receive call returns, and drops ------------------------------------- */
 
 /* The kernel dropped a packet we were following: a datagram before its
  * socket had it, or a TCP skb TCP refused right after tcp_probe stamped it;
@@ -208,7 +103,7 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb, int pc)
 	return 0;
 }
 
-/* `typed`: see producers_quiet (udp_read.bpf.h). */
+/* `typed`: see producers_quiet (udp/order/read_in.bpf.h). */
 static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, bool typed)
 {
 	ARM(ARMED_RECV_RETURN);
@@ -263,7 +158,7 @@ SEC("tp_btf/softirq_raise")
 int BPF_PROG(sirq_raise_btf, unsigned int vec) { return on_softirq_raise(vec, PC_NONE); }
 
 /* The _pc and _rq variants read the CPU's preempt count (by its symbol; from
- * the runqueue), and softirq_exit is left detached (cpu_stamps.bpf.h
+ * the runqueue), and softirq_exit is left detached (stamps/cpu.bpf.h
  * net_rx_running). */
 SEC("tp_btf/softirq_raise")
 int BPF_PROG(sirq_raise_pc, unsigned int vec) { return on_softirq_raise(vec, PC_KSYM); }

@@ -214,7 +214,7 @@ struct netlatd_stash_entry {
  * `tcp_segs`). The key is the flow as the receiver sees it and the segment's
  * first sequence number. */
 struct netlatd_tcp_key {
-	__u64 addrs;   /* IPv4: saddr << 32 | daddr; IPv6: both folded (see tcp.bpf.h) */
+	__u64 addrs;   /* IPv4: saddr << 32 | daddr; IPv6: both folded (see bpf/filter/parse.bpf.h) */
 	__u16 sport;   /* network order, as on the wire */
 	__u16 dport;
 	__u32 seq;
@@ -223,7 +223,7 @@ struct netlatd_tcp_key {
 struct netlatd_tcp_seg {
 	struct netlatd_rx rx;  /* rx.end_seq: the next segment's key */
 	__u32 queue_after;     /* queued (tcp_probe) after rx.receive_ns; 0 = not yet */
-	__u32 state;           /* TCP_SEG_* in bpf/tcp.bpf.h */
+	__u32 state;           /* TCP_SEG_* in bpf/tcp/state.bpf.h */
 	__u32 dup;             /* NETLATD_TCP_COPY_*: how many copies of it TCP saw */
 	__u32 _pad;
 };
@@ -284,7 +284,7 @@ struct netlatd_counter_block {
 
 /*
  * --aggregate: the kernel side adds a record it would have written to
- * per-stage histograms of its own (bpf/aggregate.bpf.h), with the buckets of
+ * per-stage histograms of its own (bpf/aggregate/aggregate.bpf.h), with the buckets of
  * src/histogram.cpp, for values below 2^36 ns (68.7 s). A record it cannot
  * add exactly (a stage that long, stamps out of order or left out, no reader
  * named, an outlier) is written to the ring as before.

@@ -53,7 +53,7 @@ const std::vector<HookPoint> &hook_points() {
       {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},
       {Point::TcpCopied, "tcp_copied", false, {{"tcp_copied_btf", K::TpBtf, "tcp_rcv_space_adjust"}}},
       // drop_skb_pc tells a drop inside NET_RX from a read's by the preempt
-      // count, like the other _pc variants (bpf/udp_read.bpf.h note_read_drop).
+      // count, like the other _pc variants (bpf/udp/order/drops.bpf.h note_read_drop).
       {Point::KfreeSkb, "kfree_skb", false,
        {{"drop_skb_pc", K::TpBtf, "kfree_skb", {}, true},
         {"drop_skb_rq", K::TpBtf, "kfree_skb", "bpf_rdonly_cast", true, true},

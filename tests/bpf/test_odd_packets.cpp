@@ -311,7 +311,7 @@ TEST_CASE("odd packets: truncated and bad-checksum UDP datagrams", "[bpf][odd]")
 
 // A datagram whose checksum only the read finds bad is queued, gets a slot,
 // and is dropped by the read, which goes on to the next in the same call.
-// Its slot is settled at that call's return (bpf/udp_read.bpf.h
+// Its slot is settled at that call's return (bpf/udp/order/drops.bpf.h
 // settle_read_drop): counted as stack_dropped, never a record, never a
 // candidate of a later read. Before that, on 6.18 (queue order), the slot
 // stayed LIVE: most reads went ambiguous, and stale slots were written out
@@ -328,7 +328,7 @@ TEST_CASE("odd packets: bad checksums the reads find, 4 threads, equal lengths",
 // The same, the reader asking ioctl(FIONREAD) before each read after a
 // backlog has built up: the ioctl (first_packet_length) drops the bad
 // datagrams at the queue's head, and the read that follows is the one to
-// settle their slots (bpf/udp_read.bpf.h note_read_drop). Before, their slots
+// settle their slots (bpf/udp/order/drops.bpf.h note_read_drop). Before, their slots
 // stayed LIVE: fewer drops counted, reads ambiguous.
 TEST_CASE("odd packets: bad checksums dropped by FIONREAD before each read", "[bpf][odd]") {
   run_crafted("0", 1, {"--fionread", "--delay-ms", "40"}, 5456);
@@ -358,7 +358,7 @@ TEST_CASE("odd packets: bad checksums dropped by polls, 4 threads", "[bpf][odd]"
 // A task that asks FIONREAD, which drops the bad datagrams at its socket's
 // head, and then never reads: it exits. Its drop waits for a read that never
 // comes, and while it waits no read of the port is certain; that holds for
-// 1 s after the drop (bpf/maps.bpf.h asks_pending), not for good. A
+// 1 s after the drop (bpf/lib/ports.bpf.h asks_pending), not for good. A
 // reader that starts 1.5 s later on the same port has its reads named.
 TEST_CASE("odd packets: a FIONREAD drop whose task never reads holds the port for 1 s only", "[bpf][odd]") {
   if (!have_ethtool())

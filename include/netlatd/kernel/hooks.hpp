@@ -54,7 +54,7 @@ enum class Point {
 };
 
 // How a UDP read is tied to the datagram it returned (docs/JOIN.md); values
-// match enum udp_join in bpf/maps.bpf.h.
+// match enum udp_join in bpf/lib/config.bpf.h.
 enum class UdpJoin {
   Consume = 0,     // fentry/skb_consume_udp names the skb
   OrderProdq = 1,  // queue order; 6.18's per-NUMA producer queues say when a push lags

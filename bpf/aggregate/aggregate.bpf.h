@@ -8,8 +8,8 @@
  * that on the running kernel. Whatever the daemon would count rather than
  * add (stamps out of order or left out, no reader named) is written to the
  * ring instead, as are stages of 2^36 ns or more and outliers. */
-#ifndef NETLATD_AGGREGATE_BPF_H
-#define NETLATD_AGGREGATE_BPF_H
+#ifndef NETLATD_AGGREGATE_AGGREGATE_BPF_H
+#define NETLATD_AGGREGATE_AGGREGATE_BPF_H
 
 const volatile bool targ_aggregate = false;
 const volatile bool targ_aggregate_check = false;
@@ -301,4 +301,4 @@ __noinline int agg_add(void)
 	return 1;
 }
 
-#endif /* NETLATD_AGGREGATE_BPF_H */
+#endif /* NETLATD_AGGREGATE_AGGREGATE_BPF_H */

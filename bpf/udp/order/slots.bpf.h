@@ -4,8 +4,8 @@
  * storage once a socket holds more). Everything in a socket's slots changes
  * under its bpf_spin_lock, where no helper may be called: counts are
  * collected in a struct and added after the unlock. */
-#ifndef NETLATD_UDP_SLOTS_BPF_H
-#define NETLATD_UDP_SLOTS_BPF_H
+#ifndef NETLATD_UDP_ORDER_SLOTS_BPF_H
+#define NETLATD_UDP_ORDER_SLOTS_BPF_H
 
 static __always_inline struct udp_slot *slot_at(struct udp_sock_state *st, struct udp_big_state *big, __u32 i)
 {
@@ -182,7 +182,7 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 /* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
  * `len` bytes, seen queued before `now`, which stands for its receive stamp
  * in find_named_slot), or already dequeued (skb 0: `gone`, marked, since a
- * read took it and may have been left undecided, see udp_read.bpf.h). Lock
+ * read took it and may have been left undecided, see decide.bpf.h). Lock
  * held. */
 static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
 					     __u32 len, __u64 now, struct push_counts *pc)
@@ -202,4 +202,4 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 	}
 }
 
-#endif /* NETLATD_UDP_SLOTS_BPF_H */
+#endif /* NETLATD_UDP_ORDER_SLOTS_BPF_H */

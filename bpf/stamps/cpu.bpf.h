@@ -3,8 +3,8 @@
  * the NIC IRQ and the NET_RX softirq run (copied into each packet at
  * netif_receive_skb), NAPI poll statistics, the last task switched in and the
  * last datagram copy on each CPU (read at each receive return). */
-#ifndef NETLATD_CPU_STAMPS_BPF_H
-#define NETLATD_CPU_STAMPS_BPF_H
+#ifndef NETLATD_STAMPS_CPU_BPF_H
+#define NETLATD_STAMPS_CPU_BPF_H
 
 /* The CPU's preempt count (x86; targ_preempt_count says which exists): a
  * per-CPU int up to 6.1 and from 6.15, a field of pcpu_hot in between. Weak:
@@ -245,4 +245,4 @@ static __always_inline int on_skb_copy_datagram(void)
 	return 0;
 }
 
-#endif /* NETLATD_CPU_STAMPS_BPF_H */
+#endif /* NETLATD_STAMPS_CPU_BPF_H */

@@ -1,26 +1,15 @@
 /* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: a UDP socket's datagrams moved into its slots
- * (udp_slots.bpf.h) when its data-ready call (or, on older kernels, the
- * enqueue function's entry) sees them queued, in the order the socket queued
- * them; and the wake-up hint the move leaves for the reader. */
-#ifndef NETLATD_UDP_QUEUE_BPF_H
-#define NETLATD_UDP_QUEUE_BPF_H
+ * (slots.bpf.h) when its data-ready call (or, on older kernels, the enqueue
+ * function's entry) sees them queued, in the order the socket queued them. */
+#ifndef NETLATD_UDP_ORDER_QUEUE_BPF_H
+#define NETLATD_UDP_ORDER_QUEUE_BPF_H
 
 /* Whether this CPU alone has received the port's packets for a while. */
 static __always_inline bool sole_producer(int pidx, __u64 now)
 {
 	struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
 	return pp->last_cpu == bpf_get_smp_processor_id() + 1 && (__s64)(now - pp->mixed_until) > 0;
-}
-
-/* Someone waits on the socket's wait queue (what the kernel checks before a wake-up). */
-static __always_inline bool has_sleeper(struct sock *sk)
-{
-	struct socket_wq *wq = sk->sk_wq;
-	if (!wq)
-		return false;
-	struct list_head *first = wq->wait.head.next;
-	return first && first != &wq->wait.head;
 }
 
 static __always_inline void count_push(const struct push_counts *pc)
@@ -31,20 +20,6 @@ static __always_inline void count_push(const struct push_counts *pc)
 		ADD(counters, NETLATD_CNT_QUEUED, pc->pushed);
 	if (pc->full)
 		ADD(drops, NETLATD_DROP_SOCK_FIFO_FULL, pc->full);
-}
-
-/* The wakings that follow on this CPU are this socket's data-ready call's. */
-static __always_inline void leave_wake_hint(struct sock *sk, __u64 now)
-{
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return;
-	if (has_sleeper(sk)) {
-		cs->hint_sk = (__u64)sk;
-		cs->hint_ts = now;
-	} else {
-		cs->hint_sk = 0;
-	}
 }
 
 static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
@@ -274,35 +249,6 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	return 0;
 }
 
-/* Where the kernel names each read's skb: the datagram keeps its stash entry
- * until its read, and its queueing is stamped there. The entry is held busy
- * while it is written: another packet of its set may take it meanwhile (the
- * older of two), and must not be given this stamp. A datagram the enqueue
- * then drops (its receive buffer full) is freed through kfree_skb, which
- * takes the entry and counts it. */
-static __always_inline int stamp_queued(struct sock *sk, __u64 key)
-{
-	struct netlatd_stash_entry *e = stash_find(key);
-	if (!e || __sync_val_compare_and_swap(&e->skb, key, NETLATD_STASH_BUSY) != key)
-		return 0;
-	/* An entry already queued, or of another port, is an earlier skb's at
-	 * this address, freed where no hook of ours saw it (forwarded, say):
-	 * this datagram reached the socket without passing the filter (another
-	 * interface's, or a copy made for a second socket), and must not take
-	 * its stamps. It is counted, as a newer packet taking an entry is. */
-	if (e->queued_ns || e->rx.dport != sk->__sk_common.skc_num) {
-		__sync_lock_test_and_set(&e->skb, NETLATD_STASH_FREE);
-		COUNT(drops, NETLATD_DROP_UNJOINED);
-		return 0;
-	}
-	__u64 now = bpf_ktime_get_ns();
-	e->queued_ns = now;
-	__sync_lock_test_and_set(&e->skb, key);
-	COUNT(counters, NETLATD_CNT_QUEUED);
-	leave_wake_hint(sk, now);
-	return 0;
-}
-
 /* UDP enqueue on kernels without sock:sk_data_ready, at its entry (fentry):
  * before the datagram is queued and before the wake-up the call makes, so the
  * slot exists before any read can take the datagram. A datagram the call then
@@ -369,4 +315,4 @@ static __always_inline int on_udp_enqueue_failed(struct sock *sk)
 	return 0;
 }
 
-#endif /* NETLATD_UDP_QUEUE_BPF_H */
+#endif /* NETLATD_UDP_ORDER_QUEUE_BPF_H */

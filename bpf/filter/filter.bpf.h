@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side: netif_receive_skb, the filter. A packet of a watched
+ * device (a traced interface or a device below one, in its namespace, with
+ * its VLAN tag: the `watch` map) and port gets its first stamps here, with the NIC IRQ
+ * and softirq stamps of this CPU's NET_RX run: a UDP datagram in the stash
+ * (keyed by skb address, until its socket's data-ready call moves it), a TCP
+ * segment in tcp_segs (keyed by flow and sequence, until read). */
+#ifndef NETLATD_FILTER_FILTER_BPF_H
+#define NETLATD_FILTER_FILTER_BPF_H
+
+/* The NIC IRQ and softirq stamps of this CPU's NET_RX run, for a packet
+ * received `now`, and the port's producer note (lib/ports.bpf.h). */
+static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *p, __u64 now, int pidx,
+				    const struct netlatd_watch *w, const struct cpu_state *cs)
+{
+	__u16 flags = p->flags;
+	rx->irq_before = 0;
+	rx->raise_before = 0;
+	rx->softirq_before = 0;
+	if (cs && p->in_net_rx) {
+		/* A run a watched IRQ raised is that NIC's: a packet of a
+		 * device with no IRQ lines (lo, veth: queued by netif_rx into
+		 * the backlog, maybe after that raise) processed in it has
+		 * neither the IRQ nor that raise. Only its softirq stamp. */
+		if (w->irq) {
+			rx->irq_before = before(now, cs->run_irq_ts);
+			rx->raise_before = before(now, cs->run_raise_ts);
+		} else if (!cs->run_irq_ts) {
+			rx->raise_before = before(now, cs->run_raise_ts);
+		}
+		rx->softirq_before = before(now, cs->softirq_ts);
+		flags |= NETLATD_PKT_IN_SOFTIRQ;
+		if (cs->in_ksoftirqd)
+			flags |= NETLATD_PKT_KSOFTIRQD;
+	}
+	rx->receive_ns = now;
+	__u32 cpu = bpf_get_smp_processor_id();
+	rx->rx_cpu = cpu;
+	struct port_producers *pp = &port_prod[pidx & (NETLATD_MAX_PORTS - 1)];
+	if (pp->last_cpu != cpu + 1) {
+		pp->last_cpu = cpu + 1;
+		pp->mixed_until = now + MULTI_PRODUCER_HOLD_NS;
+	}
+	rx->len = p->payload;
+	rx->iface_id = w->iface_id;
+	rx->end_seq = p->l4proto == IPPROTO_TCP ? bpf_ntohl(p->l4.seq) + p->payload : 0;
+	rx->dport = bpf_ntohs(p->l4.dport);
+	rx->sport = bpf_ntohs(p->l4.sport);
+	rx->flags = flags;
+	rx->l4proto = p->l4proto;
+}
+
+static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx,
+				      const struct netlatd_watch *w, const struct cpu_state *cs)
+{
+	__u64 key = (__u64)skb;
+	/* Seen below already (a lower device of this interface): once only. */
+	if (w->upper && stash_find(key))
+		return;
+	struct netlatd_stash_entry *e = stash_take(key);
+	if (!e) {
+		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
+		return;
+	}
+	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w, cs);
+	e->queued_ns = 0;
+	/* Publish: from here on the enqueue can claim it. */
+	__sync_lock_test_and_set(&e->skb, key);
+	COUNT(counters, NETLATD_CNT_MATCHED);
+}
+
+static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w,
+				      const struct cpu_state *cs)
+{
+	if (!p->payload) /* pure ACK, SYN, FIN: nothing for a reader */
+		return;
+	struct netlatd_tcp_key k = {.addrs = p->addrs, .sport = p->l4.sport, .dport = p->l4.dport,
+				    .seq = bpf_ntohl(p->l4.seq)};
+	/* Seen below already (a lower device of this interface), not yet
+	 * queued: the same packet on its way up, not a second copy. */
+	if (w->upper) {
+		struct netlatd_tcp_seg *seen = bpf_map_lookup_elem(&tcp_segs, &k);
+		if (seen && !seen->queue_after)
+			return;
+	}
+	struct netlatd_tcp_seg v = {};
+	fill_rx(&v.rx, p, bpf_ktime_get_ns(), pidx, w, cs);
+	/* A second copy of a segment (a retransmission) while the first is
+	 * still tracked: if the first was queued, TCP drops this one; if not,
+	 * whichever gets queued, its receive stamps may be the other copy's, so
+	 * they are left out of its record. */
+	long err = bpf_map_update_elem(&tcp_segs, &k, &v, BPF_NOEXIST);
+	if ((int)err == -17 /* EEXIST; zero-extended before 6.4 */) {
+		struct netlatd_tcp_seg *old = bpf_map_lookup_elem(&tcp_segs, &k);
+		if (old && !old->queue_after && old->dup == NETLATD_TCP_COPY_ONE)
+			old->dup = NETLATD_TCP_COPY_RX;
+		return;
+	}
+	if (err) {
+		COUNT(drops, NETLATD_DROP_TCP_SEGS_FULL);
+		return;
+	}
+	COUNT(counters, NETLATD_CNT_MATCHED);
+}
+
+/* The VLAN id of a tag the device took off in hardware (skb->vlan_tci), 0
+ * when there is none. */
+static __always_inline __u16 skb_vlan_id(struct sk_buff *skb)
+{
+	if (bpf_core_field_exists(skb->vlan_all)) {
+		if (!skb->vlan_all)
+			return 0;
+	} else if (!BPF_CORE_READ_BITFIELD_PROBED((struct sk_buff___vlan_present *)skb, vlan_present)) {
+		return 0;
+	}
+	return skb->vlan_tci & VLAN_VID_MASK_NR;
+}
+
+/* `pc`: see net_rx_running. */
+static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
+{
+	ARM(ARMED_RECEIVE_SKB);
+	struct net_device *dev = skb->dev;
+	if (!dev)
+		return 0;
+	/* Drivers call eth_type_trans() before this point, so skb->data is the
+	 * network header; skb->network_header is not reset yet. */
+	unsigned char *data = skb->data;
+	__u16 proto = bpf_ntohs(skb->protocol);
+	__u16 vlan = skb_vlan_id(skb);
+	if (!vlan && proto == ETH_P_8021Q_NR) {
+		/* A tag the device left in the frame (no VLAN offload, or a
+		 * priority tag, VID 0): the kernel strips it after this point.
+		 * An 802.1ad (0x88A8) outer tag is not stepped over: such a
+		 * packet is left out rather than taken for the device's own. */
+		__be16 tag[2];
+		if (bpf_probe_read_kernel(tag, sizeof(tag), data))
+			return 0;
+		vlan = bpf_ntohs(tag[0]) & VLAN_VID_MASK_NR;
+		proto = bpf_ntohs(tag[1]);
+		data += sizeof(tag);
+	}
+	const struct netlatd_watch *w = watched(dev, vlan);
+	if (!w)
+		return 0;
+	struct parsed p;
+	if (!parse_headers(data, proto, &p))
+		return 0;
+	int pidx = port_index(bpf_ntohs(p.l4.dport));
+	if (pidx < 0)
+		return 0;
+	struct cpu_state *cs = this_cpu();
+	p.in_net_rx = cs && net_rx_running(cs, pc);
+	if (p.l4proto == IPPROTO_UDP)
+		track_udp(skb, &p, pidx, w, cs);
+	else
+		track_tcp(&p, pidx, w, cs);
+	return 0;
+}
+
+#endif /* NETLATD_FILTER_FILTER_BPF_H */

@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side: which datagram a UDP read returned, by the socket's
+ * queue order, its head and the read's length (docs/JOIN.md); a read they
+ * cannot decide is counted as ambiguous, never guessed. */
+#ifndef NETLATD_UDP_ORDER_DECIDE_BPF_H
+#define NETLATD_UDP_ORDER_DECIDE_BPF_H
+
+/* How far past its head an ambiguous read marks its candidates (decide_by_order). */
+#define UDP_MARK_REACH 64
+
+/* Whether this read may have truncated a longer datagram to what it returned:
+ * no MSG_TRUNC (which returns the whole length) and a buffer it filled, or one
+ * of unknown size. */
+static __always_inline __u64 may_truncate(const struct udp_read_in *in)
+{
+	if (in->trunc)
+		return 0;
+	/* Only a buffer known to be full: with its size unknown (recvmmsg)
+	 * every longer candidate would fit, and a read would be named for a
+	 * longer datagram another reader had just dequeued. Such a truncated
+	 * read is left ambiguous instead. */
+	return eq_bit(in->bufsize, in->ret) & (eq_bit(in->bufsize, 0) ^ 1);
+}
+
+/* Could a datagram of `len` bytes be what this read returned? */
+static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok)
+{
+	return eq_bit(len, ret) | (gt_bit(len, ret) & trunc_ok);
+}
+
+enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED, READ_NONE };
+
+/* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
+ * of live, marked and gone slots kept. Branch-free: settle_on runs it per
+ * drop, where a branch each would double the verifier's walk. Lock held. */
+static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot *s, __u64 done)
+{
+	s->state += (__u8)(done * (__u8)(SLOT_DONE - s->state));
+	st->live -= done & ne_bit(st->live, 0);
+	st->marked -= done & s->marked & ne_bit(st->marked, 0);
+	st->gone -= done & s->gone & ne_bit(st->gone, 0);
+}
+
+/* Hands slot `idx` to the emitter: `ambiguous` for a packet-only record. */
+static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u32 idx,
+				      struct cpu_state *cs, bool ambiguous)
+{
+	struct udp_slot *s = &slots[idx & mask];
+	__u32 n = cs->n_out;
+	if (n < UDP_OUT_MAX && !s->no_record) {
+		__builtin_memcpy(&cs->out[n & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[n & (UDP_OUT_MAX - 1)] = ambiguous;
+		cs->n_out = n + 1;
+	}
+	slot_done(st, s, 1);
+}
+
+/* Where the socket's queues stand. */
+enum head_kind { HEAD_EMPTY, HEAD_UNPUSHED, HEAD_SLOT };
+struct head_pos {
+	enum head_kind kind;
+	__u32 idx;  /* HEAD_SLOT: its slot */
+};
+
+/* The head's slot, if it has one. Lock held. */
+static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_state *st, struct udp_slot *slots,
+						    __u32 mask)
+{
+	struct head_pos hp = {.kind = HEAD_EMPTY};
+	if (!head)
+		return hp;
+	hp.kind = HEAD_UNPUSHED;
+	if (stash_find(head))
+		return hp;
+	int at = find_slot(st, slots, mask, head);
+	if (at >= 0) {
+		hp.kind = HEAD_SLOT;
+		hp.idx = st->head + at;
+	}
+	return hp;
+}
+
+/* Candidates and the decision, by queue order (docs/JOIN.md). Lock held. */
+static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+{
+	__u32 h = st->head, t = st->tail;
+	*hp = resolve_head(in->head, st, slots, mask);
+	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	/* Every datagram before the head has its slot once the data-ready
+	 * calls of everything queued so far have run: with one CPU feeding the
+	 * port they run in queue order, each before the next datagram's, so a
+	 * head with a slot says so; otherwise only a quiet producer side does. */
+	bool certain = !st->incomplete && (in->quiet || (hp->kind == HEAD_SLOT && in->sole));
+	/* After a resync, a thread other than the one that resynced may have
+	 * been in flight with a datagram whose slot the resync wrote out: its
+	 * read cannot be named, and what it owes may be nothing (resync_slots). */
+	if (st->resynced && st->reader_tid != in->tid) {
+		certain = false;
+		st->owed_unsure = 1;
+	}
+	/* A read looks at UDP_SCAN slots past the head: the candidates must all
+	 * be in sight, those before the head and the dequeued ones anywhere. */
+	if (f - h > UDP_SCAN)
+		certain = false;
+	/* The head, and whether the read can be certain so far, as numbers
+	 * the verifier does not know: each way resolve_head and the checks
+	 * above can go would otherwise be a walk of its own through the loops
+	 * below (about ten of them on 6.18). The head's slot index is `f`
+	 * when it has one. */
+	__u64 o = opaque_on(cs, ((__u64)certain << 40) | ((__u64)hp->kind << 32) | f, SCRATCH_RECV);
+	f = (__u32)o;
+	hp->kind = (enum head_kind)((o >> 32) & 3);
+	hp->idx = f;
+	certain = (o >> 40) & 1;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
+	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
+	 * before it had a slot); and one whose length fits what the read
+	 * returned (a dequeued one's length is unknown). */
+	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 lv = eq_bit(s->state, SLOT_LIVE);
+		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
+		gone_seen += lv & s->gone;
+		live |= c << i;
+		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
+	}
+	/* Every candidate in sight: those before the head within the slots a
+	 * read looks at, and every gone placeholder. */
+	bool in_sight = f - h <= UDP_SCAN && gone_seen == st->gone;
+	if (!in_sight)
+		certain = false;
+	/* Each read that returned ambiguous owes one of the dequeued
+	 * datagrams, all of them live candidates of this read too (before the
+	 * head, or gone). Fewer candidates than those debts and this read
+	 * means a dequeued datagram without a slot in sight, and the one
+	 * candidate may be a debtor's. */
+	__u64 live_n = live - ((live >> 1) & 0x5555555555555555ULL);
+	live_n = (live_n & 0x3333333333333333ULL) + ((live_n >> 2) & 0x3333333333333333ULL);
+	live_n = (((live_n + (live_n >> 4)) & 0x0f0f0f0f0f0f0f0fULL) * 0x0101010101010101ULL) >> 56;
+	if ((__u64)st->owed + 1 > live_n)
+		certain = false;
+	/* Where the walk stopped is no matter after it: without this, each
+	 * place it can stop is a state of its own through all that follows. */
+	n = (__u32)opaque_on(cs, n, SCRATCH_RECV);
+	if (certain && fit && !(fit & (fit - 1))) {
+		__u32 pick = 0;
+		for (__u32 i = 0; i < UDP_SCAN; i++)
+			pick += ((fit >> i) & 1) * i;
+		bool placeholder = slots[(h + pick) & mask].no_record;
+		take_slot(st, slots, mask, h + pick, cs, false);
+		return placeholder ? READ_UNTRACKED : READ_MATCH;
+	}
+	if (certain && !live)
+		return READ_UNTRACKED; /* defensive: every datagram has a slot */
+	/* Ambiguous: this read took one of the candidates, or one whose slot
+	 * is not made yet (it will be, marked). */
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 bit = (live >> i) & 1;
+		st->marked += bit & (s->marked ^ 1);
+		s->marked |= bit;
+	}
+	/* And those past the slots a read looks at: its own datagram may be
+	 * one of them, and retire_marked rests on every owing read's datagram
+	 * being marked. Only when the candidates run out of sight (a read
+	 * held up while more than UDP_SCAN slots piled up behind it), up to
+	 * the head's slot, or the tail if that is unknown (marking a queued
+	 * datagram too only delays a retirement); and up to UDP_MARK_REACH
+	 * slots, which the verifier walks once per state that reaches here
+	 * (all 256 cost it 260,000 instructions more on 6.18). Candidates
+	 * beyond that are left unmarked, and the socket says so
+	 * (owed_unseen): marked datagrams are then no longer known to be all
+	 * owed. */
+	if (!in_sight) {
+		for (__u32 i = UDP_SCAN; i < UDP_MARK_REACH; i++) {
+			if (h + i >= f)
+				break;
+			struct udp_slot *s = &slots[(h + i) & mask];
+			__u64 lv = eq_bit(s->state, SLOT_LIVE);
+			st->marked += lv & (s->marked ^ 1);
+			s->marked |= lv;
+		}
+		st->owed_unseen |= f - h > UDP_MARK_REACH;
+	}
+	st->owed++;
+	return READ_AMBIGUOUS;
+}
+
+#endif /* NETLATD_UDP_ORDER_DECIDE_BPF_H */

@@ -1,0 +1,126 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side: a UDP read's return where only queue order says which
+ * datagram it took (docs/JOIN.md). */
+#ifndef NETLATD_UDP_ORDER_READ_BPF_H
+#define NETLATD_UDP_ORDER_READ_BPF_H
+
+static __always_inline void emit_out(struct cpu_state *cs, const struct read_view *v)
+{
+	for (__u32 i = 0; i < UDP_OUT_MAX; i++) {
+		if (i >= cs->n_out)
+			break;
+		bool ambiguous = cs->out_ambiguous[i];
+		emit_udp(&cs->out[i], ambiguous ? NULL : v, NETLATD_READER_AMBIGUOUS);
+	}
+	cs->n_out = 0;
+}
+
+/* A UDP read's decision under its socket's lock, on the slots in use. */
+static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+{
+	int r;
+	if (!st->reader_tid)
+		st->reader_tid = in->tid;
+	else if (st->reader_tid != in->tid)
+		st->readers_many = 1;
+	r = decide_by_order(st, slots, mask, in, cs, hp);
+	/* The decision and the head as numbers the verifier does not know:
+	 * each outcome would otherwise be a walk of its own through all that
+	 * follows under the lock (942k instructions of its 1M budget on 6.18,
+	 * 375k with these). */
+	__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
+	r = (int)((o >> 32) & 0xffff);
+	hp->kind = (enum head_kind)(o >> 48);
+	hp->idx = (__u32)o;
+	retire_marked(st, slots, mask, in, cs, hp);
+	resync_slots(st, slots, mask, in, cs);
+	advance_head(st, slots, mask);
+	return r;
+}
+
+static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_state *big,
+				      const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+{
+	if (st->big && big)
+		return udp_decide_on(st, big->slots, UDP_BIG_SLOTS - 1, in, cs, hp);
+	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp);
+}
+
+/* Where only queue order says which datagram a read took (docs/JOIN.md). */
+static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
+					struct reader_state *rs, bool typed)
+{
+	/* First, and alone: 6.1's verifier then leaves the queue-order way
+	 * unwalked where the kernel names reads. With the test made in the
+	 * caller instead, it walked it, and refused read_bufsize's bound. */
+	if (targ_udp_join == UDP_JOIN_CONSUME) {
+		on_udp_named_read(sk, v, rs);
+		return;
+	}
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return;
+	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
+	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
+	/* No state yet: this read took a datagram no data-ready call of ours
+	 * has seen. With the producer side quiet, it was queued before netlatd
+	 * attached and nothing will ever stand for it: the read owes nothing.
+	 * With a producer mid-batch, its data-ready call may still be to come
+	 * and give it a slot (gone, marked), which this read owes; or it was
+	 * queued before attach after all, and `owed` is one too many. One too
+	 * many would let a retirement or a resync run while a read of a
+	 * datagram with a slot is in flight, so the socket is marked unsure
+	 * until no slot is left that a read could hold (retire.bpf.h
+	 * resync_slots). */
+	if (!st) {
+		st = udp_state_create(sk);
+		if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
+			bpf_spin_lock(&st->lock);
+			st->owed++;
+			st->owed_unsure = 1;
+			bpf_spin_unlock(&st->lock);
+			COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+		} else {
+			COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		}
+		return;
+	}
+	/* Opaque: known 0 on most of read_bufsize's ways out and unknown on
+	 * the rest, it would fork the verifier's walk of the decision. */
+	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
+	struct udp_big_state *big = udp_big_of(sk, st, false);
+	in.head = queue_head(sk, typed);
+	/* Where the kernel says when a producer is mid-batch, it alone decides:
+	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
+	 * assumption, which a vCPU stalled by its host breaks. It stands in
+	 * only on kernels without that signal. */
+	if (targ_push_before_queue) {
+		in.quiet = true;
+	} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
+		/* And no call in flight holds a datagram of the port it dropped
+		 * (drops_pending): its slot stands LIVE as if a read held it, one
+		 * more than the reads hold, until that call returns (drops.bpf.h
+		 * settle_read_drop); nor a FIONREAD's or a poll's, until the task's
+		 * next read (asks_pending). */
+		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+		__u64 none_held = eq_bit(drops_pending[p], 0) &
+				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
+		in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
+	} else {
+		in.sole = sole_producer(pidx, v->now);
+	}
+	struct head_pos hp = {.kind = HEAD_EMPTY};
+	cs->n_out = 0;
+	if (!lock_with_big(sk, st, &big))
+		return;
+	int r = udp_decide(st, big, &in, cs, &hp);
+	bpf_spin_unlock(&st->lock);
+	if (r == READ_AMBIGUOUS)
+		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+	else if (r == READ_UNTRACKED)
+		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+	emit_out(cs, v);
+}
+
+#endif /* NETLATD_UDP_ORDER_READ_BPF_H */

@@ -1,0 +1,131 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side: after a UDP read's decision, under its socket's lock:
+ * the datagrams of ambiguous reads written out, the slots resynced, the head
+ * moved on. */
+#ifndef NETLATD_UDP_ORDER_RETIRE_BPF_H
+#define NETLATD_UDP_ORDER_RETIRE_BPF_H
+
+/* Datagrams read by ambiguous reads that returned, written as packet-only
+ * records (no reader) once it is certain that no read in flight holds them.
+ * Two ways to be certain, each needing every datagram's slot made (a quiet
+ * producer side) and no debt in doubt (owed_unsure):
+ *
+ * - Marked datagrams all owed: every ambiguous read marked all its
+ *   candidates, its own among them, so when the marked ones are as many as
+ *   the reads that owe one, each is one of those reads'. Marking only the
+ *   candidates in sight broke that: a read whose own datagram lay past them
+ *   left it unmarked, a marked datagram of a read still in flight made the
+ *   counts match, and it was written out; on its return that read found
+ *   another thread's datagram as its only candidate: 1 to 7 wrong records
+ *   in 4096 reads with two of eight threads held at their return
+ *   (tests/bpf/test_readers_held.cpp).
+ * - The socket drained: its queues empty, so every LIVE slot is a dequeued
+ *   datagram's, and as many LIVE slots as owed reads leave none for a read
+ *   in flight. Every LIVE slot in sight goes, marked or not.
+ *
+ * Each retired lowers both counts, so the rest stay all owed. Lock held. */
+static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					  const struct udp_read_in *in, struct cpu_state *cs,
+					  const struct head_pos *hp)
+{
+	if (!st->owed || !in->quiet || st->incomplete || st->owed_unsure)
+		return;
+	__u64 drained = !in->head && st->live == st->owed;
+	if (!drained && (st->marked != st->owed || st->owed_unseen))
+		return;
+	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
+	/* Each slot is copied out unconditionally, and kept (the count moves
+	 * past it) only if it is one to retire with a record. */
+	__u32 k = cs->n_out, retired = 0, gone_retired = 0, marked_retired = 0;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 mk = eq_bit(s->state, SLOT_LIVE) & (s->marked | drained) & (gt_bit(f, h + i) | s->gone);
+		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
+		k += mk & (s->no_record ^ 1);
+		s->state += mk * (SLOT_DONE - SLOT_LIVE);
+		retired += mk;
+		gone_retired += mk & s->gone;
+		marked_retired += mk & s->marked;
+	}
+	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	st->marked -= marked_retired;
+	st->owed -= retired;
+	st->gone -= gone_retired;
+	st->live -= retired;
+	if (!st->owed)
+		st->owed_unseen = 0;
+}
+
+/* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
+ * slot) mirror it again when a read returns to find the socket's queues empty
+ * and no producer mid-batch, on a socket only this thread has ever read: no
+ * other read can be in flight, nothing queued has a slot, and the LIVE slots
+ * left are all stale. The window is emptied (head = tail): a slot outside it
+ * is never looked at, and slot_append writes each one afresh, so no stale slot
+ * can be taken for a later datagram. Those in sight are written as
+ * packet-only records (read by the reads that owe them); the rest are left
+ * out, as reads of a socket counted in order_lost. A thread that had never
+ * read may still have been in flight with one of them: reads by any other
+ * thread are never named after a resync (decide_by_order).
+ *
+ * With several reader threads, one may hold a datagram whose slot is LIVE
+ * while another read owes one too many, and nothing in the kernel (without
+ * fentry) says which: such a socket stays unnamed after an overflow, its
+ * reads counted ambiguous. Where only `owed` is in doubt (owed_unsure), the
+ * counts are reset once no slot is LIVE and none is missing: then no read can
+ * be in flight with a datagram the slots know. Lock held. */
+static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					 const struct udp_read_in *in, struct cpu_state *cs)
+{
+	if (!(st->incomplete || st->owed_unsure) || !in->quiet || in->head)
+		return;
+	if (st->readers_many && (st->incomplete || st->live || st->missing))
+		return;
+	__u32 h = st->head, n = st->tail - h < UDP_SCAN ? st->tail - h : UDP_SCAN;
+	/* n_out is 0 here (an incomplete socket's reads are ambiguous, and
+	 * retire_marked leaves it alone), so k stays below UDP_OUT_MAX. */
+	__u32 k = cs->n_out;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__builtin_memcpy(&cs->out[k & (UDP_OUT_MAX - 1)], s, sizeof(*s));
+		cs->out_ambiguous[k & (UDP_OUT_MAX - 1)] = 1;
+		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1) & (st->drops_unsure ^ 1);
+	}
+	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	st->head = st->tail;
+	st->big = 0;
+	st->live = 0;
+	st->missing = 0;
+	st->marked = 0;
+	st->owed = 0;
+	st->owed_unseen = 0;
+	st->gone = 0;
+	/* A reset with nothing live and nothing missing wrote nothing out. */
+	st->resynced |= st->incomplete;
+	st->incomplete = 0;
+	st->owed_unsure = 0;
+	st->drops_unsure = 0;
+}
+
+/* The head passes slots that are done; an empty socket goes back to its
+ * inline slots. Lock held. */
+static __always_inline void advance_head(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask)
+{
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (st->head == st->tail)
+			break;
+		if ((&slots[st->head & mask])->state != SLOT_DONE)
+			break;
+		st->head++;
+	}
+	if (st->head == st->tail)
+		st->big = 0;
+}
+
+#endif /* NETLATD_UDP_ORDER_RETIRE_BPF_H */
