@@ -80,11 +80,12 @@ static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_
 	return hp;
 }
 
-/* Candidates and the decision, by queue order (docs/JOIN.md). Lock held. */
-static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+/* Where this read's candidates end (the head's slot, or the tail) into
+ * `hp`, and whether the read can be certain so far. Lock held. */
+static __always_inline bool read_frontier(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					  const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp,
+					  __u32 h, __u32 t)
 {
-	__u32 h = st->head, t = st->tail;
 	*hp = resolve_head(in->head, st, slots, mask);
 	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : t;
 	/* Every datagram before the head has its slot once the data-ready
@@ -113,51 +114,22 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	hp->kind = (enum head_kind)((o >> 32) & 3);
 	hp->idx = f;
 	certain = (o >> 40) & 1;
-	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
-	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
-	 * before it had a slot); and one whose length fits what the read
-	 * returned (a dequeued one's length is unknown). */
-	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
-	for (__u32 i = 0; i < UDP_SCAN; i++) {
-		if (i >= n)
-			break;
-		struct udp_slot *s = &slots[(h + i) & mask];
-		__u64 lv = eq_bit(s->state, SLOT_LIVE);
-		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
-		gone_seen += lv & s->gone;
-		live |= c << i;
-		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
-	}
-	/* Every candidate in sight: those before the head within the slots a
-	 * read looks at, and every gone placeholder. */
-	bool in_sight = f - h <= UDP_SCAN && gone_seen == st->gone;
-	if (!in_sight)
-		certain = false;
-	/* Each read that returned ambiguous owes one of the dequeued
-	 * datagrams, all of them live candidates of this read too (before the
-	 * head, or gone). Fewer candidates than those debts and this read
-	 * means a dequeued datagram without a slot in sight, and the one
-	 * candidate may be a debtor's. */
-	__u64 live_n = live - ((live >> 1) & 0x5555555555555555ULL);
-	live_n = (live_n & 0x3333333333333333ULL) + ((live_n >> 2) & 0x3333333333333333ULL);
-	live_n = (((live_n + (live_n >> 4)) & 0x0f0f0f0f0f0f0f0fULL) * 0x0101010101010101ULL) >> 56;
-	if ((__u64)st->owed + 1 > live_n)
-		certain = false;
-	/* Where the walk stopped is no matter after it: without this, each
-	 * place it can stop is a state of its own through all that follows. */
-	n = (__u32)opaque_on(cs, n, SCRATCH_RECV);
-	if (certain && fit && !(fit & (fit - 1))) {
-		__u32 pick = 0;
-		for (__u32 i = 0; i < UDP_SCAN; i++)
-			pick += ((fit >> i) & 1) * i;
-		bool placeholder = slots[(h + pick) & mask].no_record;
-		take_slot(st, slots, mask, h + pick, cs, false);
-		return placeholder ? READ_UNTRACKED : READ_MATCH;
-	}
-	if (certain && !live)
-		return READ_UNTRACKED; /* defensive: every datagram has a slot */
-	/* Ambiguous: this read took one of the candidates, or one whose slot
-	 * is not made yet (it will be, marked). */
+	return certain;
+}
+
+/* The bits set in `v` (BPF has no population count). */
+static __always_inline __u64 bit_count(__u64 v)
+{
+	v = v - ((v >> 1) & 0x5555555555555555ULL);
+	v = (v & 0x3333333333333333ULL) + ((v >> 2) & 0x3333333333333333ULL);
+	return (((v + (v >> 4)) & 0x0f0f0f0f0f0f0f0fULL) * 0x0101010101010101ULL) >> 56;
+}
+
+/* An ambiguous read marks its candidates: this read took one of them, or
+ * one whose slot is not made yet (it will be, marked). Lock held. */
+static __always_inline void mark_candidates(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u32 h,
+					    __u32 n, __u32 f, __u64 live, bool in_sight)
+{
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
@@ -188,6 +160,56 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		}
 		st->owed_unseen |= f - h > UDP_MARK_REACH;
 	}
+}
+
+/* Candidates and the decision, by queue order (docs/JOIN.md). Lock held. */
+static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
+					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+{
+	__u32 h = st->head, t = st->tail;
+	bool certain = read_frontier(st, slots, mask, in, cs, hp, h, t);
+	__u32 f = hp->idx;
+	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
+	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
+	 * before it had a slot); and one whose length fits what the read
+	 * returned (a dequeued one's length is unknown). */
+	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
+	for (__u32 i = 0; i < UDP_SCAN; i++) {
+		if (i >= n)
+			break;
+		struct udp_slot *s = &slots[(h + i) & mask];
+		__u64 lv = eq_bit(s->state, SLOT_LIVE);
+		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
+		gone_seen += lv & s->gone;
+		live |= c << i;
+		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
+	}
+	/* Every candidate in sight: those before the head within the slots a
+	 * read looks at, and every gone placeholder. */
+	bool in_sight = f - h <= UDP_SCAN && gone_seen == st->gone;
+	if (!in_sight)
+		certain = false;
+	/* Each read that returned ambiguous owes one of the dequeued
+	 * datagrams, all of them live candidates of this read too (before the
+	 * head, or gone). Fewer candidates than those debts and this read
+	 * means a dequeued datagram without a slot in sight, and the one
+	 * candidate may be a debtor's. */
+	if ((__u64)st->owed + 1 > bit_count(live))
+		certain = false;
+	/* Where the walk stopped is no matter after it: without this, each
+	 * place it can stop is a state of its own through all that follows. */
+	n = (__u32)opaque_on(cs, n, SCRATCH_RECV);
+	if (certain && fit && !(fit & (fit - 1))) {
+		__u32 pick = 0;
+		for (__u32 i = 0; i < UDP_SCAN; i++)
+			pick += ((fit >> i) & 1) * i;
+		bool placeholder = slots[(h + pick) & mask].no_record;
+		take_slot(st, slots, mask, h + pick, cs, false);
+		return placeholder ? READ_UNTRACKED : READ_MATCH;
+	}
+	if (certain && !live)
+		return READ_UNTRACKED; /* defensive: every datagram has a slot */
+	mark_candidates(st, slots, mask, h, n, f, live, in_sight);
 	st->owed++;
 	return READ_AMBIGUOUS;
 }

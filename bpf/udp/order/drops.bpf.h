@@ -8,6 +8,37 @@
 #define SYSCALL_IOCTL 16 /* x86-64 */
 #define SYSCALL_POLL 7   /* and every call that polls, for a noted drop */
 
+#ifdef __TARGET_ARCH_x86
+/* Whether `skb`, freed now, is a datagram a UDP socket queued and a task
+ * dropped in its own context; if so its UDP header and payload length
+ * (note_read_drop says how this is told). x86-64 only. */
+static __always_inline bool udp_queued_drop(struct sk_buff *skb, const struct cpu_state *cs, int pc,
+					    struct udphdr *uh, __u32 *len_out)
+{
+	if (!bpf_core_field_exists(skb->dev_scratch))
+		return false;
+	/* A datagram the socket refused on arrival (its buffer full) carries
+	 * the scratch too, and so do those left queued on a closed socket, freed
+	 * by an RCU callback; softirqs of either kind run on a reader's system
+	 * call (at a bottom half's enable, at an IRQ's exit). A read drops in
+	 * its own task's context. */
+	if (!cs || !task_context(cs, pc))
+		return false;
+	/* Read as a number: a typed load at skb->dev's offset is its pointer. */
+	__u64 scratch = BPF_CORE_READ(skb, dev_scratch);
+	__u32 len = skb->len;
+	if ((__u16)(scratch >> 32) != (__u16)len || ((scratch >> 48) & 0xfefe))
+		return false;
+	/* Queued with its header pulled (udp_csum_pull_header): skb->len is
+	 * the payload's, the header is still at the transport offset. */
+	if (bpf_probe_read_kernel(uh, sizeof(*uh), skb->head + skb->transport_header) || bpf_ntohs(uh->len) != len + 8)
+		return false;
+	*len_out = len;
+	return true;
+}
+
+#endif
+
 /* A datagram freed by kfree_skb: one a UDP socket queued and a read then
  * dropped is kept in the reading task's state until that call returns
  * (settle_read_drop). udp_recvmsg takes the head datagram off the queue,
@@ -29,24 +60,9 @@
 static __always_inline void note_read_drop(struct sk_buff *skb, bool pushed, const struct cpu_state *cs, int pc)
 {
 #ifdef __TARGET_ARCH_x86
-	if (!bpf_core_field_exists(skb->dev_scratch))
-		return;
-	/* A datagram the socket refused on arrival (its buffer full) carries
-	 * the scratch too, and so do those left queued on a closed socket, freed
-	 * by an RCU callback; softirqs of either kind run on a reader's system
-	 * call (at a bottom half's enable, at an IRQ's exit). A read drops in
-	 * its own task's context. */
-	if (!cs || !task_context(cs, pc))
-		return;
-	/* Read as a number: a typed load at skb->dev's offset is its pointer. */
-	__u64 scratch = BPF_CORE_READ(skb, dev_scratch);
-	__u32 len = skb->len;
-	if ((__u16)(scratch >> 32) != (__u16)len || ((scratch >> 48) & 0xfefe))
-		return;
-	/* Queued with its header pulled (udp_csum_pull_header): skb->len is
-	 * the payload's, the header is still at the transport offset. */
 	struct udphdr uh;
-	if (bpf_probe_read_kernel(&uh, sizeof(uh), skb->head + skb->transport_header) || bpf_ntohs(uh.len) != len + 8)
+	__u32 len;
+	if (!udp_queued_drop(skb, cs, pc, &uh, &len))
 		return;
 	int pidx = port_index(bpf_ntohs(uh.dest));
 	if (pidx < 0)

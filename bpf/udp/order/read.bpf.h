@@ -47,6 +47,30 @@ static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_
 	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp);
 }
 
+/* No state yet: this read took a datagram no data-ready call of ours
+ * has seen. With the producer side quiet, it was queued before netlatd
+ * attached and nothing will ever stand for it: the read owes nothing.
+ * With a producer mid-batch, its data-ready call may still be to come
+ * and give it a slot (gone, marked), which this read owes; or it was
+ * queued before attach after all, and `owed` is one too many. One too
+ * many would let a retirement or a resync run while a read of a
+ * datagram with a slot is in flight, so the socket is marked unsure
+ * until no slot is left that a read could hold (retire.bpf.h
+ * resync_slots). */
+static __always_inline void udp_first_read(struct sock *sk, bool typed)
+{
+	struct udp_sock_state *st = udp_state_create(sk);
+	if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
+		bpf_spin_lock(&st->lock);
+		st->owed++;
+		st->owed_unsure = 1;
+		bpf_spin_unlock(&st->lock);
+		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+	} else {
+		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+	}
+}
+
 /* Where only queue order says which datagram a read took (docs/JOIN.md). */
 static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
 					struct reader_state *rs, bool typed)
@@ -63,27 +87,8 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 		return;
 	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
-	/* No state yet: this read took a datagram no data-ready call of ours
-	 * has seen. With the producer side quiet, it was queued before netlatd
-	 * attached and nothing will ever stand for it: the read owes nothing.
-	 * With a producer mid-batch, its data-ready call may still be to come
-	 * and give it a slot (gone, marked), which this read owes; or it was
-	 * queued before attach after all, and `owed` is one too many. One too
-	 * many would let a retirement or a resync run while a read of a
-	 * datagram with a slot is in flight, so the socket is marked unsure
-	 * until no slot is left that a read could hold (retire.bpf.h
-	 * resync_slots). */
 	if (!st) {
-		st = udp_state_create(sk);
-		if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
-			bpf_spin_lock(&st->lock);
-			st->owed++;
-			st->owed_unsure = 1;
-			bpf_spin_unlock(&st->lock);
-			COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
-		} else {
-			COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
-		}
+		udp_first_read(sk, typed);
 		return;
 	}
 	/* Opaque: known 0 on most of read_bufsize's ways out and unknown on
