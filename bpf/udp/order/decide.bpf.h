@@ -28,7 +28,7 @@ static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok
 	return eq_bit(len, ret) | (gt_bit(len, ret) & trunc_ok);
 }
 
-enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED, READ_NONE };
+enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED };
 
 /* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
  * of live, marked and gone slots kept. Branch-free: settle_on runs it per

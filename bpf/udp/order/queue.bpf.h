@@ -12,14 +12,14 @@ static __always_inline bool sole_producer(int pidx, __u64 now)
 	return pp->last_cpu == bpf_get_smp_processor_id() + 1 && (__s64)(now - pp->mixed_until) > 0;
 }
 
-static __always_inline void count_push(const struct push_counts *pc)
+static __always_inline void count_push(const struct push_counts *pushes)
 {
-	if (pc->lost_order)
+	if (pushes->lost_order)
 		COUNT(drops, NETLATD_DROP_ORDER_LOST);
-	if (pc->pushed)
-		ADD(counters, NETLATD_CNT_QUEUED, pc->pushed);
-	if (pc->full)
-		ADD(drops, NETLATD_DROP_SOCK_FIFO_FULL, pc->full);
+	if (pushes->pushed)
+		ADD(counters, NETLATD_CNT_QUEUED, pushes->pushed);
+	if (pushes->full)
+		ADD(drops, NETLATD_DROP_SOCK_FIFO_FULL, pushes->full);
 }
 
 static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
@@ -127,7 +127,7 @@ static __always_inline bool mirror_alone(struct mirror_walk *w)
  * (sock_fifo_full), not again when its stash entry is reused. True when done. */
 static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_state *st,
 					       struct udp_big_state **big, struct sk_buff_head *rq,
-					       struct push_counts *pc)
+					       struct push_counts *pushes)
 {
 	if (!st->big || st->tail - st->head < UDP_BIG_SLOTS)
 		return false;
@@ -135,8 +135,8 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
 		return false;
 	bool full = st->tail - st->head >= UDP_BIG_SLOTS;
 	if (full) {
-		pc->full++;
-		pc->lost_order = !st->incomplete;
+		pushes->full++;
+		pushes->lost_order = !st->incomplete;
 		st->incomplete = 1;
 		st->missing++;
 	}
@@ -161,10 +161,10 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
  * none is left, a placeholder for the datagram a read took before any call
  * could see it. */
 static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
-					  struct sk_buff_head *readq, struct push_counts *pc, __u64 *now_out)
+					  struct sk_buff_head *readq, struct push_counts *pushes, __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
-	if (slots_full_counted(sk, st, &big, rq, pc))
+	if (slots_full_counted(sk, st, &big, rq, pushes))
 		return;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		struct mirror_walk w = {.st = st, .big = st->big ? big : NULL, .readq = readq,
@@ -187,22 +187,22 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 		if (!done) {
 			/* More datagrams without a slot than the walk reaches: the
 			 * oldest is out of sight, and order cannot be kept. */
-			pc->lost_order = !st->incomplete;
+			pushes->lost_order = !st->incomplete;
 			st->incomplete = 1;
 			st->missing++;
 		} else if (!skb || dequeued || !skb->next) {
-			push_placeholder(st, big, 0, 0, 0, pc);
+			push_placeholder(st, big, 0, 0, 0, pushes);
 		} else if (stash_find(w.oldest_key)) {
 			/* Before any slot of its address: one LIVE there is an
 			 * older datagram's (the stash entry goes with the push). */
-			made = push_tracked(st, big, w.oldest_key, now, pc);
+			made = push_tracked(st, big, w.oldest_key, now, pushes);
 		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
 					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
 			made = false; /* another CPU's call made it: look again */
 		} else {
 			/* Queued with its header pulled (udp_csum_pull_header):
 			 * skb->len is the payload's. */
-			push_placeholder(st, big, w.oldest_key, skb->len, now, pc);
+			push_placeholder(st, big, w.oldest_key, skb->len, now, pushes);
 		}
 		bpf_spin_unlock(&st->lock);
 		if (made)
@@ -214,7 +214,7 @@ static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state
 	 * ends up without a slot of its own (placeholders are interchangeable:
 	 * unknown length, a candidate wherever they sit). */
 	if (lock_with_big(sk, st, &big)) {
-		push_placeholder(st, big, 0, 0, 0, pc);
+		push_placeholder(st, big, 0, 0, 0, pushes);
 		bpf_spin_unlock(&st->lock);
 	}
 }
@@ -231,7 +231,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	struct sk_buff_head *rq = &sk->sk_receive_queue;
 	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
 	struct sk_buff_head *readq = &up->reader_queue;
-	struct push_counts pc = {};
+	struct push_counts pushes = {};
 	struct udp_sock_state *st;
 	__u64 now = 0; /* the clock read of the push, reused for the wake hint */
 	/* Where the kernel names reads, the enqueue is fentry's (the plan takes
@@ -241,10 +241,10 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	st = udp_state_create(sk);
 	if (!st)
 		return 0;
-	push_mirrored(sk, st, rq, readq, &pc, &now);
-	count_push(&pc);
+	push_mirrored(sk, st, rq, readq, &pushes, &now);
+	count_push(&pushes);
 	/* Something pushed: the push read the clock. */
-	if (pc.pushed)
+	if (pushes.pushed)
 		leave_wake_hint(sk, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
@@ -266,14 +266,14 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 	if (!st)
 		return 0;
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
-	struct push_counts pc = {};
+	struct push_counts pushes = {};
 	if (!lock_with_big(sk, st, &big))
 		return 0;
-	push_tracked(st, big, key, now, &pc);
+	push_tracked(st, big, key, now, &pushes);
 	bpf_spin_unlock(&st->lock);
-	count_push(&pc);
+	count_push(&pushes);
 	struct cpu_state *cs = this_cpu();
-	if (cs && pc.pushed) {
+	if (cs && pushes.pushed) {
 		cs->pushed_skb = key; /* for on_udp_enqueue_failed */
 		leave_wake_hint(sk, now);
 	}

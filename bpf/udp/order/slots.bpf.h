@@ -135,12 +135,12 @@ __noinline int recent_big_slot(struct udp_slot (*slots)[UDP_BIG_SLOTS], __u32 fr
 /* A new slot at the tail, or NULL (counted) when the socket has none left.
  * Lock held. */
 static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,
-						    struct push_counts *pc)
+						    struct push_counts *pushes)
 {
 	make_room(st, big, 1);
 	if (st->tail - st->head >= (st->big ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS)) {
-		pc->full++;
-		pc->lost_order |= !st->incomplete;
+		pushes->full++;
+		pushes->lost_order |= !st->incomplete;
 		st->incomplete = 1;
 		st->missing++;
 		return NULL;
@@ -160,7 +160,7 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 /* Moves the stash entry of `skb_key` into a new slot. False when another CPU
  * moved it first. Lock held. */
 static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
-					 __u64 now, struct push_counts *pc)
+					 __u64 now, struct push_counts *pushes)
 {
 	struct netlatd_stash_entry *e = stash_find(skb_key);
 	if (!e)
@@ -169,13 +169,13 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
 	if (!stash_claim(e, skb_key))
 		return false;
-	struct udp_slot *s = slot_append(st, big, pc);
+	struct udp_slot *s = slot_append(st, big, pushes);
 	if (!s)
 		return true;
 	__builtin_memcpy(&s->rx, &rx, sizeof(rx));
 	s->skb = skb_key;
 	s->queue_after = before(now, rx.receive_ns);
-	pc->pushed++;
+	pushes->pushed++;
 	return true;
 }
 
@@ -185,9 +185,9 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
  * read took it and may have been left undecided, see decide.bpf.h). Lock
  * held. */
 static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
-					     __u32 len, __u64 now, struct push_counts *pc)
+					     __u32 len, __u64 now, struct push_counts *pushes)
 {
-	struct udp_slot *s = slot_append(st, big, pc);
+	struct udp_slot *s = slot_append(st, big, pushes);
 	if (!s)
 		return;
 	s->no_record = 1;
