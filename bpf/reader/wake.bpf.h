@@ -38,43 +38,37 @@ static __always_inline void leave_wake_hint(struct sock *sk, __u64 now)
  * so, `*fn` is its entry's wake function. `typed`: plain loads through
  * bpf_core_cast (bpf_rdonly_cast, 6.2+), one load each where the other way
  * makes a bpf_probe_read_kernel call each. A compile-time constant: the
- * variant for 6.1 must not hold the kfunc call. */
+ * variant for 6.1 must not hold the kfunc call. Each load below is written
+ * both ways; the walk is one. */
 static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed, __u64 *fn)
 {
 	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
-	if (typed) {
-		struct sock *ts = bpf_core_cast(sk, struct sock);
-		struct socket_wq *wq = ts->sk_wq;
-		if (!wq)
+	struct socket_wq *wq = typed ? bpf_core_cast(sk, struct sock)->sk_wq : BPF_CORE_READ(sk, sk_wq);
+	if (!wq)
+		return false;
+	struct list_head *head = &wq->wait.head;
+	struct list_head *node = typed ? wq->wait.head.next : BPF_CORE_READ(wq, wait.head.next);
+	for (int i = 0; i < 4; i++) {
+		if (!node || node == head)
 			return false;
-		struct list_head *head = &wq->wait.head, *node = wq->wait.head.next;
-		for (int i = 0; i < 4; i++) {
-			if (!node || node == head)
-				return false;
+		if (typed) {
 			/* The entry around the node, from a number: 6.12's verifier
 			 * refuses to subtract from an untrusted pointer. */
-			struct wait_queue_entry *we = bpf_core_cast((void *)(ptr_value(node, SCRATCH_WAKE) - off), struct wait_queue_entry);
+			struct wait_queue_entry *we =
+				bpf_core_cast((void *)(ptr_value(node, SCRATCH_WAKE) - off), struct wait_queue_entry);
 			if ((__u64)we->private == task) {
 				*fn = (__u64)we->func;
 				return true;
 			}
 			node = node->next;
+		} else {
+			struct wait_queue_entry *we = (void *)node - off;
+			if ((__u64)BPF_CORE_READ(we, private) == task) {
+				*fn = (__u64)BPF_CORE_READ(we, func);
+				return true;
+			}
+			node = BPF_CORE_READ(node, next);
 		}
-		return false;
-	}
-	struct socket_wq *wq = BPF_CORE_READ(sk, sk_wq);
-	if (!wq)
-		return false;
-	struct list_head *head = &wq->wait.head, *node = BPF_CORE_READ(wq, wait.head.next);
-	for (int i = 0; i < 4; i++) {
-		if (!node || node == head)
-			return false;
-		struct wait_queue_entry *we = (void *)node - off;
-		if ((__u64)BPF_CORE_READ(we, private) == task) {
-			*fn = (__u64)BPF_CORE_READ(we, func);
-			return true;
-		}
-		node = BPF_CORE_READ(node, next);
 	}
 	return false;
 }

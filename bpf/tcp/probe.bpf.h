@@ -4,6 +4,17 @@
 #ifndef NETLATD_TCP_PROBE_BPF_H
 #define NETLATD_TCP_PROBE_BPF_H
 
+/* The walks below (bpf_loop callbacks: each verified once, not per
+ * iteration) follow a flow's chain of tracked segments from one's end to the
+ * next one's start. This is their step: the segment at `k`, if it starts
+ * before `end` and is tracked; else NULL, where the walk ends. */
+static __always_inline struct netlatd_tcp_seg *seg_in_range(const struct netlatd_tcp_key *k, __u32 end)
+{
+	if ((__s32)(end - k->seq) <= 0)
+		return NULL;
+	return bpf_map_lookup_elem(&tcp_segs, k);
+}
+
 /* One step of tcp_probe's walk (a bpf_loop callback: verified once, not per
  * iteration). */
 struct probe_walk {
@@ -16,9 +27,7 @@ struct probe_walk {
 
 static long probe_step(__u32 i, struct probe_walk *w)
 {
-	if ((__s32)(w->end - w->k.seq) <= 0)
-		return 1;
-	struct netlatd_tcp_seg *sg = bpf_map_lookup_elem(&tcp_segs, &w->k);
+	struct netlatd_tcp_seg *sg = seg_in_range(&w->k, w->end);
 	if (!sg)
 		return 1;
 	if (!sg->queue_after) {
@@ -39,7 +48,9 @@ static long probe_step(__u32 i, struct probe_walk *w)
 }
 
 /* One step of following the chain of tracked segments from the end of the
- * previous probe to this one's start (a bpf_loop callback). */
+ * previous probe to this one's start (a bpf_loop callback). Unlike the
+ * others it tells its end from a segment not tracked (a break), so it makes
+ * seg_in_range's two tests itself. */
 struct chain_walk {
 	struct netlatd_tcp_key k;
 	__u32 to;
@@ -134,9 +145,7 @@ struct undo_walk {
 
 static long undo_step(__u32 i, struct undo_walk *w)
 {
-	if ((__s32)(w->end - w->k.seq) <= 0)
-		return 1;
-	struct netlatd_tcp_seg *sg = bpf_map_lookup_elem(&tcp_segs, &w->k);
+	struct netlatd_tcp_seg *sg = seg_in_range(&w->k, w->end);
 	if (!sg)
 		return 1;
 	if (sg->state == TCP_SEG_QUEUED && sg->dup != NETLATD_TCP_COPY_QUEUE) {
