@@ -42,6 +42,7 @@
 #include <bpf/bpf_endian.h>
 
 #include "netlatd/abi.h"
+#include "netlatd/stage_math.h"
 #include "lib/defs.bpf.h"
 #include "lib/config.bpf.h"
 #include "lib/ring.bpf.h"

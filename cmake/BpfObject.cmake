@@ -52,6 +52,7 @@ function(netlatd_bpf_skeleton target source)
             -idirafter /usr/include/x86_64-linux-gnu
             -c ${source} -o ${obj}
     DEPENDS ${source} ${bpf_headers} ${NETLATD_VMLINUX_HEADER} ${CMAKE_SOURCE_DIR}/include/netlatd/abi.h
+            ${CMAKE_SOURCE_DIR}/include/netlatd/stage_math.h
     COMMENT "Compiling BPF object ${stem}.bpf.o"
     VERBATIM)
   if(NETLATD_LLVM_STRIP)

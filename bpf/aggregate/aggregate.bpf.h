@@ -3,9 +3,10 @@
  * here instead of being written to the ring (abi.h says how the daemon reads
  * them). The record is built exactly as it would be written (fill_packet,
  * fill_reader), then read back the way the daemon decodes it
- * (src/record.cpp) and split into stages the way src/stages.cpp does, so
- * both modes put a packet into the same buckets; --aggregate-check checks
- * that on the running kernel. Whatever the daemon would count rather than
+ * (src/decode/record.cpp) and split into stages and buckets by the stage
+ * math the daemon uses too (include/netlatd/stage_math.h), so both modes
+ * put a packet into the same buckets; --aggregate-check checks that on the
+ * running kernel. Whatever the daemon would count rather than
  * add (stamps out of order or left out, no reader named) is written to the
  * ring instead, as are stages of 2^36 ns or more and outliers. */
 #ifndef NETLATD_AGGREGATE_AGGREGATE_BPF_H
@@ -38,29 +39,11 @@ struct {
  * every frame counts at least 32 bytes, and this function's is the fourth of
  * the receive return's deepest call chain (the program, read_step, emit_rec),
  * which leaves it 32. Kept in map memory, what it works out needs no spills. */
-enum agg_stamp {
-	AGG_T_IRQ,
-	AGG_T_RAISE,
-	AGG_T_ENTRY,
-	AGG_T_RCV,
-	AGG_T_QUEUED,
-	AGG_T_WOKE,
-	AGG_T_RS,
-	AGG_T_COPY,
-	AGG_T_RET,
-	AGG_T_SW,
-	AGG_T_CALL,
-	AGG_T_COUNT
-};
-/* stamps_ordered(): the path, in order (the switch-in and call start are
- * not on it; the read start stands for them). */
-#define AGG_PATH_LEN 9
-
 struct agg_scratch {
 	struct netlatd_agg_seq seq;      /* first: the daemon reads it */
 	struct netlatd_wire_packet rec;
-	__u64 t[AGG_T_COUNT];            /* 0: not seen */
-	__u64 stage[NETLATD_AGG_STAGES]; /* AGG_NONE: the stage is not known */
+	__u64 t[NETLATD_PATH_STAMPS];    /* enum netlatd_path_stamp; 0: not seen */
+	__u64 stage[NETLATD_AGG_STAGES]; /* NETLATD_SPAN_NONE: the stage is not known */
 	__u32 series;                    /* of its side */
 	__u32 _pad;
 };
@@ -72,71 +55,22 @@ struct {
 	__type(value, struct agg_scratch);
 } agg_scratches SEC(".maps");
 
-#define AGG_NONE (~0ULL)
-
-/* span() of stages.cpp: a stamp of 0 is not seen. */
-static __always_inline __u64 agg_span(__u64 start, __u64 end)
-{
-	if (!start || !end || end < start)
-		return AGG_NONE;
-	return end - start;
-}
-
-/* Histogram::bucket_index, for values below NETLATD_AGG_MAX_NS. */
-static __always_inline __u32 agg_bucket(__u64 v)
-{
-	if (v < 64)
-		return (__u32)v;
-	__u64 x = v;
-	__u32 msb = 0;
-	/* The most significant bit by halving (BPF has no count of leading
-	 * zeros), spelled out: as a loop, even unrolled, clang keeps more live
-	 * and agg_add's frame grows from 12 to 48 bytes, past 6.1's 512 for the
-	 * receive return's chain (bpf_stack_check.py). */
-#define AGG_HALVE(half)                  \
-	do {                             \
-		if (x >> (half)) {       \
-			x >>= (half);    \
-			msb += (half);   \
-		}                        \
-	} while (0)
-	AGG_HALVE(32);
-	AGG_HALVE(16);
-	AGG_HALVE(8);
-	AGG_HALVE(4);
-	AGG_HALVE(2);
-	AGG_HALVE(1);
-#undef AGG_HALVE
-	__u32 shift = msb - 6;
-	return shift * 64 + (__u32)(v >> shift);
-}
-
-/* Which series of its side the record goes to: series_key() of
- * src/breakdown.cpp, as an index; -1 for a port not watched. */
+/* Which series of its side the record goes to (netlatd_series_index), -1
+ * for none. */
 static __always_inline int agg_series_index(const struct netlatd_wire_packet *rec, __u32 flags)
 {
-	__u32 idx = 0;
+	int port = -1;
 	if (targ_agg_by & NETLATD_AGG_BY_DPORT) {
-		int found = -1;
 		for (__u32 i = 0; i < NETLATD_MAX_PORTS; i++) {
 			if (i >= targ_nports)
 				break;
 			if (targ_ports[i] == rec->dport) {
-				found = i;
+				port = i;
 				break;
 			}
 		}
-		if (found < 0)
-			return -1;
-		idx = found;
 	}
-	if (targ_agg_by & NETLATD_AGG_BY_PROTO)
-		idx = idx * 2 + ((flags & NETLATD_PKT_TCP) ? 1 : 0);
-	if (targ_agg_by & NETLATD_AGG_BY_FAMILY)
-		idx = idx * 2 + ((flags & NETLATD_PKT_IPV6) ? 1 : 0);
-	if (idx >= targ_agg_nseries)
-		return -1;
-	return idx;
+	return netlatd_series_index(targ_agg_by, port, flags, targ_agg_nseries);
 }
 
 /* A reader stamp as the daemon decodes it: `before` is its distance before
@@ -144,24 +78,6 @@ static __always_inline int agg_series_index(const struct netlatd_wire_packet *re
 static __always_inline __u64 agg_reader_stamp(__u64 ret, __u32 before)
 {
 	return before ? ret - (before - 1) : 0;
-}
-
-/* read_start() of stages.cpp, from the stamps in `sc`. */
-static __always_inline __u64 agg_read_start(const struct agg_scratch *sc, __u32 flags)
-{
-	__u64 queued = sc->t[AGG_T_QUEUED], woke = sc->t[AGG_T_WOKE];
-	__u64 sw = sc->t[AGG_T_SW], call = sc->t[AGG_T_CALL];
-	if (!queued)
-		return 0;
-	if (woke && (!call || woke >= call) && ((flags & NETLATD_PKT_SLEPT_IN_CALL) || call))
-		return sw && sw >= woke ? sw : 0;
-	if (!call)
-		return 0;
-	if (call >= queued)
-		return call;
-	if (!sw)
-		return 0;
-	return sw >= call ? max_u64(queued, sw) : queued;
 }
 
 /* The record of `rx` read by `v`, built as it would be written and decoded
@@ -188,17 +104,19 @@ __noinline int agg_build(const struct netlatd_rx *rx, __u32 queue_after, const s
 
 	/* The stamps as RecordDecoder::decode gives them. */
 	__u64 rcv = rec->receive_ns, ret = rec->recv_return_ns;
-	sc->t[AGG_T_IRQ] = rec->irq_before ? rcv - rec->irq_before : 0;
-	sc->t[AGG_T_RAISE] = rec->raise_before ? rcv - rec->raise_before : 0;
-	sc->t[AGG_T_ENTRY] = rec->softirq_before ? rcv - rec->softirq_before : 0;
-	sc->t[AGG_T_RCV] = rcv;
-	sc->t[AGG_T_QUEUED] = rec->queue_after ? rcv + rec->queue_after : 0;
-	sc->t[AGG_T_WOKE] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_WAKEUP]);
-	sc->t[AGG_T_COPY] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_COPY]);
-	sc->t[AGG_T_RET] = ret;
-	sc->t[AGG_T_SW] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_SWITCH_IN]);
-	sc->t[AGG_T_CALL] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_CALL_START]);
-	sc->t[AGG_T_RS] = agg_read_start(sc, flags);
+	__u64 *t = sc->t;
+	t[NETLATD_PATH_IRQ] = rec->irq_before ? rcv - rec->irq_before : 0;
+	t[NETLATD_PATH_RAISE] = rec->raise_before ? rcv - rec->raise_before : 0;
+	t[NETLATD_PATH_ENTRY] = rec->softirq_before ? rcv - rec->softirq_before : 0;
+	t[NETLATD_PATH_RECEIVE] = rcv;
+	t[NETLATD_PATH_QUEUED] = rec->queue_after ? rcv + rec->queue_after : 0;
+	t[NETLATD_PATH_WAKEUP] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_WAKEUP]);
+	t[NETLATD_PATH_COPY] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_COPY]);
+	t[NETLATD_PATH_RETURN] = ret;
+	t[NETLATD_PATH_SWITCH_IN] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_SWITCH_IN]);
+	t[NETLATD_PATH_CALL_START] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_CALL_START]);
+	t[NETLATD_PATH_READ_START] = netlatd_read_start(t[NETLATD_PATH_QUEUED], t[NETLATD_PATH_WAKEUP],
+							 t[NETLATD_PATH_SWITCH_IN], t[NETLATD_PATH_CALL_START], flags);
 	return 1;
 }
 
@@ -211,47 +129,28 @@ __noinline int agg_stages(void)
 	if (!sc)
 		return 0;
 
-	/* stamps_ordered(): an out-of-order record is counted, not added. */
-	__u64 latest = 0;
-#pragma clang loop unroll(disable)
-	for (int i = 0; i < AGG_PATH_LEN; i++) {
-		__u64 t = sc->t[i];
-		if (!t)
-			continue;
-		if (t < latest)
-			return 0;
-		latest = t;
-	}
+	/* An out-of-order record is counted, not added. */
+	if (!netlatd_path_ordered(sc->t))
+		return 0;
 	asm volatile("" ::: "memory");
 
 	/* Each stage from memory, one at a time (the barrier keeps clang from
 	 * holding the stamps in registers across them, which spills). */
-#define AGG_STAGE(i, from, to)                   \
-	do {                                     \
-		sc->stage[i] = agg_span(from, to); \
-		asm volatile("" ::: "memory");   \
-	} while (0)
-	AGG_STAGE(0, sc->t[AGG_T_IRQ], sc->t[AGG_T_ENTRY]);
-	AGG_STAGE(1, sc->t[AGG_T_ENTRY], sc->t[AGG_T_RCV]);
-	AGG_STAGE(2, sc->t[AGG_T_RCV], sc->t[AGG_T_QUEUED]);
-	AGG_STAGE(3, sc->t[AGG_T_QUEUED], sc->t[AGG_T_RS]);
-	AGG_STAGE(4, sc->t[AGG_T_RS], sc->t[AGG_T_RET]);
-	AGG_STAGE(5, sc->t[AGG_T_QUEUED], sc->t[AGG_T_RET]);
-	/* total: from the first of irq, raise, softirq entry, netif_receive_skb */
-	__u64 first = sc->t[AGG_T_IRQ];
-	if (!first)
-		first = sc->t[AGG_T_RAISE];
-	if (!first)
-		first = sc->t[AGG_T_ENTRY];
-	if (!first)
-		first = sc->t[AGG_T_RCV];
-	AGG_STAGE(6, first, sc->t[AGG_T_RET]);
+#define AGG_STAGE(i, from, to)                               \
+	do {                                                 \
+		sc->stage[i] = netlatd_span(sc->t[from], sc->t[to]); \
+		asm volatile("" ::: "memory");               \
+	} while (0);
+	NETLATD_STAGE_BOUNDS(AGG_STAGE)
 #undef AGG_STAGE
+	__u64 first = netlatd_total_start(sc->t);
+	sc->stage[NETLATD_STAGE_TOTAL] = netlatd_span(first, sc->t[NETLATD_PATH_RETURN]);
+	asm volatile("" ::: "memory");
 	for (int i = 0; i < NETLATD_AGG_STAGES; i++)
-		if (sc->stage[i] != AGG_NONE && sc->stage[i] >= NETLATD_AGG_MAX_NS)
+		if (sc->stage[i] != NETLATD_SPAN_NONE && sc->stage[i] >= NETLATD_AGG_MAX_NS)
 			return 0;
 	__u64 over1 = agg_outlier_over1;
-	if (over1 && (over1 == 1 || (sc->stage[6] != AGG_NONE && sc->stage[6] >= over1)))
+	if (over1 && (over1 == 1 || (sc->stage[NETLATD_STAGE_TOTAL] != NETLATD_SPAN_NONE && sc->stage[NETLATD_STAGE_TOTAL] >= over1)))
 		return 0;
 	int series = agg_series_index(&sc->rec, sc->rec.tid_flags >> NETLATD_WIRE_TID_BITS);
 	if (series < 0)
@@ -283,9 +182,9 @@ __noinline int agg_add(void)
 	}
 	for (__u32 i = 0; i < NETLATD_AGG_STAGES; i++) {
 		__u64 d = sc->stage[i];
-		if (d == AGG_NONE)
+		if (d == NETLATD_SPAN_NONE)
 			continue;
-		__u32 bucket = agg_bucket(d);
+		__u32 bucket = netlatd_bucket_index(d);
 		if (bucket >= NETLATD_AGG_BUCKETS)
 			continue;
 		struct netlatd_agg_stage *st = &b->stage[i];

@@ -31,7 +31,9 @@
  * packet's own; the rest are its reader's. CALL_START may come before the
  * packet arrived (a reader already waiting in its receive call), SWITCH_IN
  * before it was queued (a reader that never slept): the daemon derives where
- * the `oncpu` stage starts from them (src/stages.cpp).
+ * the `oncpu` stage starts from them (netlatd_read_start, stage_math.h).
+ * SYSCALL_EXIT is reserved: no hook writes it, and it is not on the path
+ * the order check walks.
  */
 enum netlatd_stamp {
 	NETLATD_STAMP_IRQ = 0,        /* irq_handler_entry of the NIC IRQ during which NET_RX was raised */
@@ -44,7 +46,7 @@ enum netlatd_stamp {
 	NETLATD_STAMP_CALL_START,     /* the receive call began (where a hook gives it) */
 	NETLATD_STAMP_COPY,           /* skb_copy_datagram_iovec (TCP, non-linear UDP only) */
 	NETLATD_STAMP_RECV_RETURN,    /* the receive call returned the data, in the socket layer */
-	NETLATD_STAMP_SYSCALL_EXIT,   /* the syscall returned to user space (opt-in --syscall-exit) */
+	NETLATD_STAMP_SYSCALL_EXIT,   /* reserved: no hook writes it (there is no --syscall-exit) */
 	NETLATD_STAMP_COUNT
 };
 
@@ -66,7 +68,7 @@ enum netlatd_reader_unknown {
 };
 
 /* One packet returned to user space, as the daemon holds it after decoding
- * the ring's records (src/record.cpp): every stamp absolute, the reader named.
+ * the ring's records (src/decode/record.cpp): every stamp absolute, the reader named.
  * Not written by the kernel side. 144 bytes. */
 struct netlatd_packet {
 	__u64 stamp_ns[NETLATD_STAMP_COUNT]; /* 88 */

@@ -27,6 +27,7 @@
 #include <spdlog/spdlog.h>
 
 #include "netlatd.skel.h"
+#include "netlatd/stage_math.h"
 #include "netlatd/base/clock.hpp"
 #include "netlatd/base/errors.hpp"
 #include "netlatd/kernel/ksyms.hpp"
@@ -439,18 +440,16 @@ bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) {
     }
     if (k.data.packets == 0)
       continue;
-    // The series' key, as agg_series_index() made its index.
-    uint32_t rest = s;
-    if (impl_->agg_by & NETLATD_AGG_BY_FAMILY) {
-      k.key.family = (rest & 1) ? 6 : 4;
-      rest >>= 1;
-    }
-    if (impl_->agg_by & NETLATD_AGG_BY_PROTO) {
-      k.key.proto = (rest & 1) ? 6 : 17;
-      rest >>= 1;
-    }
-    if ((impl_->agg_by & NETLATD_AGG_BY_DPORT) && rest < impl_->agg_ports.size())
-      k.key.dport = impl_->agg_ports[rest];
+    // The series' key, from the index netlatd_series_index() made.
+    __u32 port = 0;
+    int tcp = 0, ipv6 = 0;
+    netlatd_series_parts(impl_->agg_by, s, &port, &tcp, &ipv6);
+    if (impl_->agg_by & NETLATD_AGG_BY_FAMILY)
+      k.key.family = ipv6 ? 6 : 4;
+    if (impl_->agg_by & NETLATD_AGG_BY_PROTO)
+      k.key.proto = tcp ? 6 : 17;
+    if ((impl_->agg_by & NETLATD_AGG_BY_DPORT) && port < impl_->agg_ports.size())
+      k.key.dport = impl_->agg_ports[port];
     out.push_back(std::move(k));
   }
   return true;

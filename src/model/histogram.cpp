@@ -1,24 +1,13 @@
 #include "netlatd/model/histogram.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 
 namespace netlatd {
 
-// Index layout: values below kSubBuckets get one bucket each (exact). A value
-// whose highest set bit is k >= kSubBucketBits lies in [2^k, 2^(k+1)), which is
-// split into kSubBuckets buckets of width 2^(k - kSubBucketBits); its index is
-// (k - kSubBucketBits) * kSubBuckets + (value >> (k - kSubBucketBits)). The
-// shifted value is in [kSubBuckets, 2 * kSubBuckets), so consecutive powers of
-// two tile the index space without gaps and the exact range joins on at 64.
-unsigned Histogram::bucket_index(uint64_t value) noexcept {
-  if (value < kSubBuckets)
-    return static_cast<unsigned>(value);
-  const unsigned msb = 63u - static_cast<unsigned>(std::countl_zero(value));
-  const unsigned shift = msb - kSubBucketBits;
-  return shift * kSubBuckets + static_cast<unsigned>(value >> shift);
-}
+// The index layout is netlatd_bucket_index's (netlatd/stage_math.h): below
+// kSubBuckets one bucket per value; above, kSubBuckets per power of two.
+unsigned Histogram::bucket_index(uint64_t value) noexcept { return netlatd_bucket_index(value); }
 
 Histogram::Bucket Histogram::bucket_bounds(unsigned index) noexcept {
   if (index >= kBucketCount)

@@ -1,25 +1,44 @@
 #include "netlatd/model/stages.hpp"
 
-#include <algorithm>
+#include "netlatd/stage_math.h"
 
 namespace netlatd {
 
+// The stage math numbers the stages as Stage does.
+static_assert(NETLATD_STAGE_TOTAL == static_cast<int>(Stage::Total));
+static_assert(kStageCount == NETLATD_AGG_STAGES);
+
 namespace {
 
-// Total starts at whichever of these the packet has first: lo and veth have
-// no IRQ, and a softirq started by another device's IRQ leaves only the later ones.
-constexpr std::array<netlatd_stamp, 4> kTotalStartCandidates{
-    NETLATD_STAMP_IRQ, NETLATD_STAMP_SOFTIRQ_RAISE, NETLATD_STAMP_SOFTIRQ_ENTRY,
-    NETLATD_STAMP_RECEIVE_SKB};
+// A record's stamps as the stage math takes them (include/netlatd/stage_math.h),
+// the read start worked out from them.
+struct PathStamps {
+  __u64 t[NETLATD_PATH_STAMPS];
+};
 
-std::optional<uint64_t> stamp(const netlatd_packet &p, netlatd_stamp s) noexcept {
-  return p.stamp_ns[s] ? std::optional<uint64_t>(p.stamp_ns[s]) : std::nullopt;
+PathStamps path_stamps(const netlatd_packet &p) noexcept {
+  PathStamps s{};
+  __u64 *t = s.t;
+  t[NETLATD_PATH_IRQ] = p.stamp_ns[NETLATD_STAMP_IRQ];
+  t[NETLATD_PATH_RAISE] = p.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE];
+  t[NETLATD_PATH_ENTRY] = p.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY];
+  t[NETLATD_PATH_RECEIVE] = p.stamp_ns[NETLATD_STAMP_RECEIVE_SKB];
+  t[NETLATD_PATH_QUEUED] = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE];
+  t[NETLATD_PATH_WAKEUP] = p.stamp_ns[NETLATD_STAMP_WAKEUP];
+  t[NETLATD_PATH_COPY] = p.stamp_ns[NETLATD_STAMP_COPY];
+  t[NETLATD_PATH_RETURN] = p.stamp_ns[NETLATD_STAMP_RECV_RETURN];
+  t[NETLATD_PATH_SWITCH_IN] = p.stamp_ns[NETLATD_STAMP_SWITCH_IN];
+  t[NETLATD_PATH_CALL_START] = p.stamp_ns[NETLATD_STAMP_CALL_START];
+  t[NETLATD_PATH_READ_START] = netlatd_read_start(t[NETLATD_PATH_QUEUED], t[NETLATD_PATH_WAKEUP],
+                                                  t[NETLATD_PATH_SWITCH_IN], t[NETLATD_PATH_CALL_START], p.flags);
+  return s;
 }
 
-std::optional<uint64_t> span(std::optional<uint64_t> start, std::optional<uint64_t> end) noexcept {
-  if (!start || !end || *end < *start)
-    return std::nullopt;
-  return *end - *start;
+std::optional<uint64_t> known(__u64 v) noexcept { return v ? std::optional<uint64_t>(v) : std::nullopt; }
+
+std::optional<uint64_t> span(__u64 start, __u64 end) noexcept {
+  const __u64 d = netlatd_span(start, end);
+  return d == NETLATD_SPAN_NONE ? std::nullopt : std::optional<uint64_t>(d);
 }
 
 }  // namespace
@@ -65,64 +84,18 @@ std::optional<Stage> stage_from_name(std::string_view name) noexcept {
 }
 
 std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept {
-  const auto queued = stamp(p, NETLATD_STAMP_SOCK_QUEUE);
-  const auto sw = stamp(p, NETLATD_STAMP_SWITCH_IN);
-  const auto woke = stamp(p, NETLATD_STAMP_WAKEUP);
-  const auto call = stamp(p, NETLATD_STAMP_CALL_START);
-  if (!queued)
-    return std::nullopt;
-  // Woken by the socket during this call: the call was waiting for data
-  // (even one that began after the enqueue stamp, which on some kernels is
-  // taken just before the datagram is queued), and reads at its switch-in.
-  if (woke && (!call || *woke >= *call) && ((p.flags & NETLATD_PKT_SLEPT_IN_CALL) || call)) {
-    if (sw && *sw >= *woke)
-      return sw;
-    return std::nullopt;
-  }
-  if (call) {
-    if (*call >= *queued)
-      return call;
-    // Waiting in the call when the packet came: on CPU again at its switch-in,
-    // or at once if it never switched out during the call.
-    if (!sw)
-      return std::nullopt;
-    return *sw >= *call ? std::max(*queued, *sw) : *queued;
-  }
-  return std::nullopt;
+  return known(path_stamps(p).t[NETLATD_PATH_READ_START]);
 }
 
 StageDurations stage_durations(const netlatd_packet &p) noexcept {
   StageDurations d;
-  const auto rs = read_start(p);
-  const auto irq = stamp(p, NETLATD_STAMP_IRQ), entry = stamp(p, NETLATD_STAMP_SOFTIRQ_ENTRY),
-             rcv = stamp(p, NETLATD_STAMP_RECEIVE_SKB), queued = stamp(p, NETLATD_STAMP_SOCK_QUEUE),
-             ret = stamp(p, NETLATD_STAMP_RECV_RETURN);
-  auto &of = d.of;
-  of[static_cast<size_t>(Stage::Irq)] = span(irq, entry);
-  of[static_cast<size_t>(Stage::Softirq)] = span(entry, rcv);
-  of[static_cast<size_t>(Stage::NetifReceive)] = span(rcv, queued);
-  of[static_cast<size_t>(Stage::SockQueue)] = span(queued, rs);
-  of[static_cast<size_t>(Stage::OnCpu)] = span(rs, ret);
-  of[static_cast<size_t>(Stage::InSocket)] = span(queued, ret);
-  for (netlatd_stamp c : kTotalStartCandidates)
-    if (p.stamp_ns[c] != 0) {
-      of[static_cast<size_t>(Stage::Total)] = span(stamp(p, c), ret);
-      break;
-    }
-  const std::array<std::optional<uint64_t>, 10> path{
-      irq,    stamp(p, NETLATD_STAMP_SOFTIRQ_RAISE), entry, rcv, queued, stamp(p, NETLATD_STAMP_WAKEUP),
-      rs,     stamp(p, NETLATD_STAMP_COPY),          ret,   stamp(p, NETLATD_STAMP_SYSCALL_EXIT)};
-  uint64_t latest = 0;
-  d.ordered = true;
-  for (const auto &t : path) {
-    if (!t)
-      continue;
-    if (*t < latest) {
-      d.ordered = false;
-      break;
-    }
-    latest = *t;
-  }
+  const PathStamps s = path_stamps(p);
+  const __u64 *t = s.t;
+#define NETLATD_STAGE_SPAN(stage, from, to) d.of[stage] = span(t[from], t[to]);
+  NETLATD_STAGE_BOUNDS(NETLATD_STAGE_SPAN)
+#undef NETLATD_STAGE_SPAN
+  d.of[NETLATD_STAGE_TOTAL] = span(netlatd_total_start(t), t[NETLATD_PATH_RETURN]);
+  d.ordered = netlatd_path_ordered(t) != 0;
   return d;
 }
 

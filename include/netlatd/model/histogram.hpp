@@ -15,12 +15,16 @@
 #include <memory>
 #include <vector>
 
+#include "netlatd/stage_math.h"
+
 namespace netlatd {
 
 class Histogram {
 public:
-  static constexpr unsigned kSubBucketBits = 6;
-  static constexpr unsigned kSubBuckets = 1u << kSubBucketBits;  // 64
+  // The bucket layout is the stage math's (netlatd/stage_math.h), which the
+  // kernel side's --aggregate histograms use too.
+  static constexpr unsigned kSubBucketBits = NETLATD_SUB_BUCKET_BITS;
+  static constexpr unsigned kSubBuckets = NETLATD_SUB_BUCKETS;  // 64
 
   struct Bucket {
     uint64_t lower;  // inclusive

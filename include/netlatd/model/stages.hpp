@@ -30,16 +30,8 @@ std::string_view stage_description(Stage s) noexcept;  // one line for --help, -
 std::optional<Stage> stage_from_name(std::string_view name) noexcept;
 
 // Where the `oncpu` stage starts: the moment the receive call that returned
-// the packet was running for it.
-//  - The socket woke the reader during this call (it slept in the call
-//    waiting for data; known from the call's start, or without one from
-//    SLEPT_IN_CALL): its switch-in after the wake-up.
-//  - The call started after the packet was queued (an event loop, a busy
-//    reader): its start.
-//  - The call was already waiting when the packet was queued: the reader's
-//    switch-in, or the queueing itself if the reader never switched out.
-// Otherwise unknown: no hook gave the call's start, and the application may
-// have been busy elsewhere between its switch-in and the call. Never guessed.
+// the packet was running for it (netlatd_read_start, netlatd/stage_math.h,
+// says how); nullopt when not known. Never guessed.
 std::optional<uint64_t> read_start(const netlatd_packet &p) noexcept;
 
 // Duration of a stage for one packet; nullopt when an instant is missing or
@@ -48,8 +40,9 @@ std::optional<uint64_t> stage_duration(const netlatd_packet &p, Stage s) noexcep
 
 // True when the instants along the path are in order: irq, softirq_raise,
 // softirq_entry, netif_receive_skb, sock_queue, wakeup, read start, copy,
-// recv_return, syscall_exit (missing ones skipped). The reader's switch-in
-// and call start are not on the path: they may come before the packet.
+// recv_return (missing ones skipped; netlatd_path_ordered). The reader's
+// switch-in and call start are not on the path: they may come before the
+// packet. syscall_exit is not either: no hook writes it.
 bool stamps_ordered(const netlatd_packet &p) noexcept;
 
 // Every stage's duration of one record and whether its stamps are in order,

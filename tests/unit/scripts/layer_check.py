@@ -18,7 +18,7 @@ import tempfile
 
 # Lowest first. A layer may include its own headers and those of the layers before it.
 LAYERS = [
-    "base",     # errors, Fd, clocks, the version; netlatd/abi.h (shared with bpf/) counts as base
+    "base",     # errors, Fd, clocks, the version; netlatd/abi.h and stage_math.h (shared with bpf/) count as base
     "model",    # histograms, stages, breakdown, the interval aggregate, losses, the metrics snapshot
     "decode",   # ring records into packets
     "kernel",   # hook choice, loading and attaching, ksyms, the ring, privileges
@@ -30,7 +30,7 @@ LAYERS = [
 ]
 RANK = {name: i for i, name in enumerate(LAYERS)}
 # Headers outside the layer folders, and the layer they count as.
-LOOSE_HEADERS = {"netlatd/abi.h": "base", "netlatd/version.hpp": "base"}
+LOOSE_HEADERS = {"netlatd/abi.h": "base", "netlatd/stage_math.h": "base", "netlatd/version.hpp": "base"}
 # Only the kernel layer includes the BPF skeleton.
 SKELETON = "netlatd.skel.h"
 
@@ -61,8 +61,8 @@ def files_by_layer(root):
             if path.suffix not in (".cpp", ".hpp", ".h", ".in") or not path.is_file():
                 continue
             rel = path.relative_to(base)
-            if path.name == "abi.h" and len(rel.parts) == 1:
-                continue  # the kernel side's header, no layer's code
+            if path.name in ("abi.h", "stage_math.h") and len(rel.parts) == 1:
+                continue  # headers the kernel side shares, no layer's code
             out.append((path, rel.parts[0] if len(rel.parts) > 1 else "?"))
     return out
 
