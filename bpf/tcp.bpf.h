@@ -331,6 +331,11 @@ static __always_inline struct tcp_sock_state *tcp_adopt(struct sock *sk, __u32 s
 {
 	struct netlatd_tcp_key k;
 	tcp_key_of(sk, start, &k);
+	/* A flow --sample left out: its reads are counted, as a datagram's. */
+	if (targ_sample_below && flow_sampled_out(k.addrs, k.sport, k.dport)) {
+		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		return NULL;
+	}
 	if (!bpf_map_lookup_elem(&tcp_segs, &k))
 		return NULL;
 	struct tcp_sock_state *ts = tcp_state(sk, true);

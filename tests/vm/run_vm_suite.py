@@ -79,6 +79,9 @@ SUITE = [
     ("readers: an epoll reader that works before it reads", "epoll"),
     ("readers: one TCP connection per request, read after epoll_wait", "epoll"),
     ("readers: one TCP connection per request, work between accept and read", "epoll"),
+    # --sample: a datagram left out is counted at its read, a TCP flow whole.
+    ("sample: one datagram in 4 traced, each left out counted at the filter and at its read", "sample"),
+    ("sample: TCP connections kept or left out whole, one in 4", "sample"),
 ]
 # Per guest kernel: tests left out, and why.
 LEFT_OUT = {
