@@ -93,6 +93,12 @@ uint32_t numa_nodes() {
   return static_cast<uint32_t>(last + 1);
 }
 
+}  // namespace
+
+uint32_t sample_below(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>((uint64_t{1} << 32) / n); }
+
+namespace {
+
 std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
 
 }  // namespace
@@ -213,6 +219,7 @@ Tracer::Tracer(const HookPlan &plan, const TracerConfig &config, RecordFn on_rec
   for (size_t i = 0; i < config.ports.size(); i++)
     skel->rodata->targ_ports[i] = config.ports[i];
   skel->rodata->targ_nports = static_cast<__u32>(config.ports.size());
+  skel->rodata->targ_sample_below = sample_below(config.sample);
   skel->rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
   skel->rodata->targ_reader_cgroup = config.reader_cgroup;
   if (config.cgroup_dirs.size() > NETLATD_MAX_CGROUP_FILTERS)

@@ -74,6 +74,7 @@ void Losses::end_interval(IntervalReport &r) {
   r.ambiguous_reads = take(NETLATD_CNT_AMBIGUOUS_READS);
   r.untracked_reads = take(NETLATD_CNT_UNTRACKED_READS);
   r.queue_unseen = take(NETLATD_CNT_QUEUE_UNSEEN);
+  r.sampled_out = take(NETLATD_CNT_SAMPLED_OUT);
   r.reader_stamps_far = take(NETLATD_CNT_READER_STAMP_FAR);
   r.tcp_bytes_read = take(NETLATD_CNT_TCP_BYTES_READ);
   r.tcp_bytes_skipped = take(NETLATD_CNT_TCP_BYTES_SKIPPED);
@@ -111,6 +112,7 @@ void Losses::publish(MetricsSnapshot &m) const {
   m.reads_unnamed["ambiguous"] = total(NETLATD_CNT_AMBIGUOUS_READS);
   m.reads_unnamed["untracked"] = total(NETLATD_CNT_UNTRACKED_READS);
   m.queue_unseen = total(NETLATD_CNT_QUEUE_UNSEEN);
+  m.sampled_out = total(NETLATD_CNT_SAMPLED_OUT);
   m.reader_stamps_far = total(NETLATD_CNT_READER_STAMP_FAR);
   if (cgroup_filter_) {
     m.cgroup_filtered["outside"] = total(NETLATD_CNT_CGROUP_OUTSIDE);

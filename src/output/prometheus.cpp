@@ -160,6 +160,13 @@ std::string render_prometheus(const MetricsSnapshot &s) {
       append_sample(out, "netlatd_cgroup_filtered_total", {{"why", why}}, std::to_string(n));
   }
 
+  append_header(out, "netlatd_sample_one_in", "gauge",
+                "--sample: one in this many matching packets is traced (1: every one). Counts are not scaled.");
+  append_sample(out, "netlatd_sample_one_in", {}, std::to_string(s.sample));
+  append_header(out, "netlatd_sampled_out_total", "counter",
+                "Matching packets --sample left out at the filter: no stamps, no record, no other count.");
+  append_sample(out, "netlatd_sampled_out_total", {}, std::to_string(s.sampled_out));
+
   append_header(out, "netlatd_queue_stamp_missing_total", "counter",
                 "Records written without their socket-queue stamp: the queueing hook did not run for them.");
   append_sample(out, "netlatd_queue_stamp_missing_total", {}, std::to_string(s.queue_unseen));

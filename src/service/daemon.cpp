@@ -201,6 +201,7 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
   make_companion_ = std::move(companion);
   header_.host = hostname();
   header_.ports = opts_.ports;
+  header_.sample = opts_.sample;
   header_.kernel = features_->kernel_release();
   // The probe holds the kernel's whole BTF (~5 MiB on 6.18); nothing needs it
   // once the plan is made.
@@ -256,6 +257,7 @@ void Service::update_metrics_header() {
   std::lock_guard lock(metrics_mu_);
   metrics_.iface = header_.iface;
   metrics_.ports = header_.ports;
+  metrics_.sample = header_.sample;
   for (Stage s : kAllStages) {
     const auto &h = header_.stages[static_cast<size_t>(s)];
     auto &m = metrics_.stages[static_cast<size_t>(s)];
@@ -519,6 +521,7 @@ int Service::run() {
   const int64_t t_start = clock_ns(CLOCK_MONOTONIC);
   TracerConfig tcfg;
   tcfg.ports = opts_.ports;
+  tcfg.sample = opts_.sample;
   tcfg.ringbuf_bytes = opts_.ringbuf_mb << 20;
   tcfg.reader_cgroup = opts_.by.cgroup;
   tcfg.cgroup_dirs = std::move(cgroup_dirs);
