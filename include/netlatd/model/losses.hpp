@@ -13,6 +13,7 @@
 
 #include <linux/types.h>
 #include "netlatd/abi.h"
+#include "netlatd/model/coverage.hpp"
 #include "netlatd/model/interval.hpp"
 #include "netlatd/model/snapshot.hpp"
 
@@ -71,16 +72,20 @@ public:
 
   uint64_t counter(int index) const { return counters_[static_cast<size_t>(index)].total(); }
   uint64_t drop(int reason) const { return drops_[static_cast<size_t>(reason)].total(); }
+  uint64_t matching() const { return matching_.total(); }  // the coverage's denominator, cumulative
   // Every kernel drop (stack_dropped too) and the expired state: the status line's "lost".
   uint64_t total_lost() const;
   // The detaching line's list, "ringbuf_full 3, order_lost 1", or "none".
   std::string summary() const;
 
 private:
+  uint64_t matching_now() const;
+
   bool cgroup_filter_, napi_;
   std::array<RunningCount, NETLATD_DROP_COUNT> drops_{};
   std::array<RunningCount, NETLATD_CNT_COUNT> counters_{};
   std::map<std::string, RunningCount> hook_misses_;
+  MatchingCount matching_;  // the coverage's denominator, from the counts above
   RunningCount unjoined_expired_, unread_expired_, output_dropped_, outliers_rate_limited_;
 };
 
