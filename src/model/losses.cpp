@@ -45,7 +45,11 @@ void Losses::start(const KernelCounts &k) {
     drops_[i] = RunningCount(k.drops[i]);
   for (size_t i = 0; i < counters_.size(); i++)
     counters_[i] = RunningCount(k.counters[i]);
-  matching_ = MatchingCount(matching_now());
+  // From the programs' load, not from now: the records of packets matched
+  // since the attach wait in the ring and go to the first interval, so the
+  // packets must count there too (the maps are new at load: nothing before).
+  matching_ = MatchingCount();
+  matching_.read(matching_now());
 }
 
 uint64_t Losses::matching_now() const {

@@ -39,10 +39,6 @@ uint64_t matching_packets(const MatchingCounts &c);
 // the total and a Prometheus counter never goes back.
 class MatchingCount {
 public:
-  MatchingCount() = default;
-  // Counting from `first` on (the readings at the start): the total starts
-  // there, the interval at 0.
-  explicit MatchingCount(uint64_t first) : total_(first), mark_(first) {}
   void read(uint64_t matching) {
     if (matching > total_)
       total_ = matching;

@@ -57,7 +57,7 @@ public:
 
   // The kernel's counts when tracing starts: an interval counts from there,
   // the metrics from the programs' load (as the kernel does). Hook misses
-  // count from the load in both.
+  // and the coverage's matching packets count from the load in both.
   void start(const KernelCounts &k);
   // A reading: the kernel's counts, and the daemon's cumulative output lines
   // dropped and outlier lines rate-limited.
