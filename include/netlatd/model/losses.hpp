@@ -72,7 +72,6 @@ public:
 
   uint64_t counter(int index) const { return counters_[static_cast<size_t>(index)].total(); }
   uint64_t drop(int reason) const { return drops_[static_cast<size_t>(reason)].total(); }
-  uint64_t matching() const { return matching_.total(); }  // the coverage's denominator, cumulative
   // Every kernel drop (stack_dropped too) and the expired state: the status line's "lost".
   uint64_t total_lost() const;
   // The detaching line's list, "ringbuf_full 3, order_lost 1", or "none".
