@@ -22,7 +22,7 @@ constexpr std::string_view kIntervalFields[] = {
     "type", "schema", "time", "start", "interval_s", "final", "host", "iface", "ifindex", "ports", "kernel",
     "version", "packets", "udp", "tcp", "stages", "by", "breakdown", "drops", "unordered", "ambiguous_reads",
     "untracked_reads", "queue_unseen", "reader_stamps_far", "tcp_bytes", "hook_misses", "reader_unknown", "napi",
-    "cgroup_filtered", "coverage"};
+    "cgroup_filtered", "coverage", "sample", "sampled_out"};
 constexpr std::string_view kStageFields[] = {"hook_start", "hook_end", "applicable", "why_not", "count", "min_ns", "p50_ns",
                                 "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "buckets"};
 constexpr std::string_view kRowFields[] = {"iface", "dport", "proto", "family", "cgroup", "container_id", "container_runtime",
