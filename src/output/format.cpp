@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netlatd/net/cgroup.hpp"
+#include "netlatd/output/coverage.hpp"
 #include "netlatd/output/labels.hpp"
 
 namespace netlatd {
@@ -239,6 +240,7 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r, Cgr
   j["packets"] = agg.packets();
   j["udp"] = agg.packets_udp();
   j["tcp"] = agg.packets_tcp();
+  j["coverage"] = coverage_json(coverage_of(h, r));
   Json stages = Json::object();
   for (Stage s : kAllStages)
     stages[std::string(stage_name(s))] =
@@ -384,6 +386,7 @@ std::string format_text(const ReportHeader &h, const IntervalReport &r) {
                 h.sample > 1 ? fmt::format("  sampled 1 in {}", h.sample).c_str() : "", secs,
                 r.final ? "  (final)" : "");
   out += line;
+  out += coverage_text(coverage_of(h, r)) + "\n";
 
   for (Stage s : kAllStages) {
     const auto &hooks = h.stages[static_cast<size_t>(s)];

@@ -117,6 +117,9 @@ struct IntervalReport {
   // --cgroup: records left out this interval, "outside" and "no_reader";
   // empty (and absent from the JSON) without --cgroup.
   std::map<std::string, uint64_t> cgroup_filtered;
+  // Matching packets this interval: the coverage's denominator
+  // (model/coverage.hpp); the histograms give the numerators.
+  uint64_t matching = 0;
   bool final = false;  // the partial interval flushed at shutdown
 };
 }  // namespace netlatd

@@ -45,6 +45,9 @@ struct MetricsSnapshot {
 
   uint64_t packets_udp = 0;
   uint64_t packets_tcp = 0;
+  // Matching packets: the coverage's denominator (model/coverage.hpp); the
+  // histograms above give the numerators.
+  uint64_t matching = 0;
   // Packets the kernel dropped before they reached the socket (stack_dropped):
   // the network's loss, not netlatd's.
   uint64_t kernel_drops = 0;
