@@ -98,8 +98,12 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   // last 20 has a placeholder of its length (a placeholder 8 bytes short,
   // as the data-ready walk once made them, fits no read: those reads went
   // ambiguous).
+  // Under load, a read of one of them made while a producer was mid-batch
+  // is ambiguous instead (the socket's very first read among them): each
+  // of the 250 reads is named, ambiguous or untracked, exactly once.
   INFO("untracked reads " << t.untracked_reads << ", ambiguous reads " << t.ambiguous_reads);
-  CHECK(t.untracked_reads == 50);
+  CHECK(t.untracked_reads <= 50);
+  CHECK(n - t.reader_unknown + t.ambiguous_reads + t.untracked_reads == 30 + n + 20);
 }
 
 // Back-to-back bursts, each of its own size, from `senders` CPUs at once
