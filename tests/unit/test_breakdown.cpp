@@ -16,7 +16,7 @@
 #include "netlatd/model/interval.hpp"
 #include "netlatd/output/format.hpp"
 #include "netlatd/output/labels.hpp"
-#include "path_packet.hpp"
+#include "records.hpp"
 
 using namespace netlatd;
 using nlohmann::json;

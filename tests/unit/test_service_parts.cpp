@@ -16,7 +16,7 @@
 #include "netlatd/output/publisher.hpp"
 #include "netlatd/service/followed_interfaces.hpp"
 #include "netlatd/service/interval_reporter.hpp"
-#include "path_packet.hpp"
+#include "records.hpp"
 
 using namespace netlatd;
 using Catch::Matchers::ContainsSubstring;
@@ -35,33 +35,8 @@ StageDurations with_total(std::optional<uint64_t> total) {
   return d;
 }
 
-ReportHeader lo_header() {
-  ReportHeader h;
-  h.host = "testhost";
-  h.iface = "lo";
-  h.ifindex = 1;
-  h.ports = {5000};
-  h.kernel = "6.18.0-test";
-  h.version = "0.1.0";
-  return h;
-}
-
-// What the kernel side adds for `records` of one protocol, as one series.
-KernelSeries kernel_series(const std::vector<netlatd_packet> &records, uint8_t proto) {
-  KernelSeries k;
-  k.key.dport = 5000;
-  k.key.proto = proto;
-  IntervalAggregator one;
-  for (const netlatd_packet &p : records)
-    if (p.l4proto == proto) {
-      one.add(p);
-      k.data.packets++;
-      k.tcp += proto == kTcp;
-    }
-  for (Stage s : kAllStages)
-    k.data.stages[static_cast<size_t>(s)] = one.stage(s);
-  return k;
-}
+using nltest::lo_header;
+using nltest::kernel_series;
 
 }  // namespace
 
@@ -149,7 +124,7 @@ TEST_CASE("IntervalReporter: each interval's line, then an empty one; totals for
   CHECK_FALSE(first.contains("final"));
   CHECK(reporter.packets() == 3);
   CHECK_THAT(reporter.status(h, 1, false, 7),
-             ContainsSubstring("tracing lo (ifindex 1) ports 5000: 3 packets measured, 0.3/s") &&
+             ContainsSubstring("tracing lo (ifindex 1) ports 5000,5001: 3 packets measured, 0.3/s") &&
                  ContainsSubstring("7 output lines dropped"));
 
   // The next interval starts where the last ended, with nothing in it.
