@@ -128,7 +128,7 @@ def functions(text):
                     found.append((name_of(header, scopes), code.count("\n", 0, first) + 1,
                                   code.count("\n", 0, close) + 1))
                 elif kind == "scope":
-                    words = " ".join(header.split()).split(":")[0].split()
+                    words = re.split(r"(?<!:):(?!:)", " ".join(header.split()))[0].split()  # not its bases
                     inner = [] if words and words[0] in ("namespace", "extern") else [words[-1]] if words else []
                     scan(i + 1, close, scopes + inner)
                 i = close + 1
@@ -159,6 +159,7 @@ SNIPPETS = [
      [("g", 6)]),
     ("class C {\n public:\n  int get() const { return v_; }\n  int v_{3};\n  Fd fd_{open_it()};\n};\n",
      [("C::get", 1)]),
+    ("struct Tracer::Impl : Base {\n  bool handle(int x) {\n    return x;\n  }\n};\n", [("Tracer::Impl::handle", 3)]),
     ("C::C(int a)\n    : a_(a), b_{a, 2}, c_{} {\n  start();\n}\n", [("C::C", 4)]),
     ("const Option kOptions[] = {\n  {\"port\", \"{\"},\n  {\"x\", nullptr},\n};\nvoid h() {}\n", [("h", 1)]),
     ("void k() {\n  auto l = [](int x) {\n    return x;\n  };\n  // }\n  const char *s = \"}\";\n  char c = '}';\n}\n",
