@@ -26,6 +26,8 @@ public:
     return *this;
   }
   int get() const { return fd_; }
+  // The descriptor, no longer closed here.
+  int release() { return std::exchange(fd_, -1); }
 
 private:
   int fd_;
