@@ -298,6 +298,34 @@ static __always_inline __u16 skb_vlan_id(struct sk_buff *skb)
 	return skb->vlan_tci & VLAN_VID_MASK_NR;
 }
 
+/* --sample N, for a TCP flow: its draw is a hash of its addresses and ports
+ * as the TCP key holds them, the same for each segment and for a read. */
+static __always_inline bool flow_sampled_out(__u64 addrs, __u16 sport, __u16 dport)
+{
+	__u64 flow = addrs ^ ((__u64)sport << 16 | dport);
+	return (__u32)((flow * 0x9e3779b97f4a7c15ULL) >> 32) >= targ_sample_below;
+}
+
+/* --sample N: whether this matching packet is left out, one in N kept,
+ * decided before any per-packet state. A datagram is drawn at random (the
+ * kernel's prandom: periodic traffic cannot alias with it); a TCP segment by
+ * its flow, so that a flow is kept or left out whole: a read of its bytes
+ * walks its segments in sequence, and a hole in them would be a gap. A
+ * segment without payload is nothing for a reader, and not counted. */
+static __always_inline bool sampled_out(const struct parsed *p)
+{
+	if (!targ_sample_below)
+		return false;
+	if (p->l4proto == IPPROTO_UDP) {
+		if (bpf_get_prandom_u32() < targ_sample_below)
+			return false;
+	} else if (!p->payload || !flow_sampled_out(p->addrs, p->l4.sport, p->l4.dport)) {
+		return false;
+	}
+	COUNT(counters, NETLATD_CNT_SAMPLED_OUT);
+	return true;
+}
+
 /* `pc`: see net_rx_running. */
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 {
@@ -329,7 +357,7 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 	if (!parse_headers(data, proto, &p))
 		return 0;
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
-	if (pidx < 0)
+	if (pidx < 0 || sampled_out(&p))
 		return 0;
 	struct cpu_state *cs = this_cpu();
 	p.in_net_rx = cs && net_rx_running(cs, pc);

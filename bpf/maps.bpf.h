@@ -35,6 +35,9 @@ const volatile __u32 targ_preempt_count = 0;
 const volatile __s64 targ_preempt_count_from_rq = 0;
 /* udp_prod_queue entries per socket (nr_node_ids). */
 const volatile __u32 targ_numa_nodes = 1;
+/* --sample N: a matching packet is kept when a 32-bit draw is below this
+ * (2^32 / N); 0 keeps every packet (filter.bpf.h sampled_out). */
+const volatile __u32 targ_sample_below = 0;
 /* Wait-queue callbacks of readers asleep inside a receive call, from
  * /proc/kallsyms (0 = unknown): receiver_wake_function (UDP and other
  * datagram sockets), woken_wake_function (TCP's sk_wait_data). */

@@ -319,6 +319,38 @@ retire:
 	return 0;
 }
 
+/* A read of a socket tcp_probe never stamped a segment of, starting at
+ * `start`: its data was queued where that tracepoint does not fire. The
+ * segment that completes the handshake is queued by tcp_rcv_state_process:
+ * the request's first one at a TCP_DEFER_ACCEPT listener (nginx's
+ * `deferred`), or one that overtook the handshake's last ACK from another
+ * CPU. If a tracked segment starts where this read does, the socket's reads
+ * take its segments from there (their records without a queue stamp, as
+ * counted); else nothing tracked was queued here. */
+static __always_inline struct tcp_sock_state *tcp_adopt(struct sock *sk, __u32 start)
+{
+	struct netlatd_tcp_key k;
+	tcp_key_of(sk, start, &k);
+	/* A flow --sample left out: its reads are counted, as a datagram's. */
+	if (targ_sample_below && flow_sampled_out(k.addrs, k.sport, k.dport)) {
+		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		return NULL;
+	}
+	if (!bpf_map_lookup_elem(&tcp_segs, &k))
+		return NULL;
+	struct tcp_sock_state *ts = tcp_state(sk, true);
+	if (!ts) {
+		COUNT(drops, NETLATD_DROP_SOCK_STATE_FAILED);
+		return NULL;
+	}
+	/* A tcp_probe of a later segment may have set it meanwhile. */
+	if (!ts->cursor_valid) {
+		ts->cursor = start;
+		ts->cursor_valid = 1;
+	}
+	return ts;
+}
+
 /* A TCP read returned `ret` bytes: the range (end - ret, end] of the stream,
  * where `end` is copied_seq after this call's last copy. */
 static __always_inline int on_tcp_read(struct sock *sk, int ret, struct reader_state *rs, const struct read_view *v)
@@ -326,8 +358,13 @@ static __always_inline int on_tcp_read(struct sock *sk, int ret, struct reader_s
 	if (!ret)
 		return 0; /* end of stream: no bytes */
 	struct tcp_sock_state *ts = tcp_state(sk, false);
-	if (!ts || !ts->cursor_valid)
-		return 0; /* nothing tracked was ever queued here */
+	if (!ts || !ts->cursor_valid) {
+		if (!rs || rs->tcp_sk != (__u64)sk)
+			return 0;
+		ts = tcp_adopt(sk, rs->tcp_end - (__u32)ret);
+		if (!ts)
+			return 0; /* nothing tracked was ever queued here */
+	}
 	ADD(counters, NETLATD_CNT_TCP_BYTES_READ, ret);
 	if (!rs || rs->tcp_sk != (__u64)sk) {
 		COUNT(drops, NETLATD_DROP_TCP_RANGE_UNKNOWN);

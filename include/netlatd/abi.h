@@ -268,6 +268,7 @@ enum netlatd_counter {
 	NETLATD_CNT_CGROUP_OUTSIDE,    /* records not written (--cgroup): their reader is in none of the cgroups */
 	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
 	NETLATD_CNT_READER_STAMP_FAR,  /* records with a reader stamp left out, over 4.29 s before the return (counted by the daemon: NETLATD_WIRE_FAR) */
+	NETLATD_CNT_SAMPLED_OUT,       /* matching packets --sample left out at the filter: no state, no record */
 	NETLATD_CNT_COUNT
 };
 

@@ -61,6 +61,7 @@ void set_rodata(netlatd_bpf &skel, const HookPlan &plan, const TracerConfig &con
   for (size_t i = 0; i < config.ports.size(); i++)
     skel.rodata->targ_ports[i] = config.ports[i];
   skel.rodata->targ_nports = static_cast<__u32>(config.ports.size());
+  skel.rodata->targ_sample_below = sample_below(config.sample);
   skel.rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
   skel.rodata->targ_reader_cgroup = config.reader_cgroup;
   if (config.cgroup_dirs.size() > NETLATD_MAX_CGROUP_FILTERS)
@@ -166,6 +167,8 @@ Tracer::VerifierWalk verifier_walk(const LoadedObject &object, double load_ms) {
 }
 
 }  // namespace
+
+uint32_t sample_below(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>((uint64_t{1} << 32) / n); }
 
 LoadedObject load_programs(const HookPlan &plan, const TracerConfig &config) {
   LoadedObject o;

@@ -45,6 +45,19 @@ void Losses::start(const KernelCounts &k) {
     drops_[i] = RunningCount(k.drops[i]);
   for (size_t i = 0; i < counters_.size(); i++)
     counters_[i] = RunningCount(k.counters[i]);
+  // From the programs' load, not from now: the records of packets matched
+  // since the attach wait in the ring and go to the first interval, so the
+  // packets must count there too (the maps are new at load: nothing before).
+  matching_ = MatchingCount();
+  matching_.read(matching_now());
+}
+
+uint64_t Losses::matching_now() const {
+  return matching_packets({.matched = counter(NETLATD_CNT_MATCHED),
+                           .inflight_full = drop(NETLATD_DROP_INFLIGHT_FULL),
+                           .tcp_segs_full = drop(NETLATD_DROP_TCP_SEGS_FULL),
+                           .stack_dropped = drop(NETLATD_DROP_STACK_DROPPED),
+                           .cgroup_outside = counter(NETLATD_CNT_CGROUP_OUTSIDE)});
 }
 
 void Losses::read(const KernelCounts &k, uint64_t output_dropped, uint64_t outliers_rate_limited) {
@@ -54,6 +67,7 @@ void Losses::read(const KernelCounts &k, uint64_t output_dropped, uint64_t outli
     counters_[i].read(k.counters[i]);
   for (const auto &[hook, n] : k.hook_misses)
     hook_misses_[hook].read(n);
+  matching_.read(matching_now());
   output_dropped_.read(output_dropped);
   outliers_rate_limited_.read(outliers_rate_limited);
 }
@@ -71,9 +85,11 @@ void Losses::end_interval(IntervalReport &r) {
   r.drops["unread_expired"] = unread_expired_.take();
   r.drops["output_dropped"] = output_dropped_.take();
   r.drops["outliers_rate_limited"] = outliers_rate_limited_.take();
+  r.matching = matching_.take();
   r.ambiguous_reads = take(NETLATD_CNT_AMBIGUOUS_READS);
   r.untracked_reads = take(NETLATD_CNT_UNTRACKED_READS);
   r.queue_unseen = take(NETLATD_CNT_QUEUE_UNSEEN);
+  r.sampled_out = take(NETLATD_CNT_SAMPLED_OUT);
   r.reader_stamps_far = take(NETLATD_CNT_READER_STAMP_FAR);
   r.tcp_bytes_read = take(NETLATD_CNT_TCP_BYTES_READ);
   r.tcp_bytes_skipped = take(NETLATD_CNT_TCP_BYTES_SKIPPED);
@@ -111,6 +127,7 @@ void Losses::publish(MetricsSnapshot &m) const {
   m.reads_unnamed["ambiguous"] = total(NETLATD_CNT_AMBIGUOUS_READS);
   m.reads_unnamed["untracked"] = total(NETLATD_CNT_UNTRACKED_READS);
   m.queue_unseen = total(NETLATD_CNT_QUEUE_UNSEEN);
+  m.sampled_out = total(NETLATD_CNT_SAMPLED_OUT);
   m.reader_stamps_far = total(NETLATD_CNT_READER_STAMP_FAR);
   if (cgroup_filter_) {
     m.cgroup_filtered["outside"] = total(NETLATD_CNT_CGROUP_OUTSIDE);
@@ -121,6 +138,7 @@ void Losses::publish(MetricsSnapshot &m) const {
     m.napi["packets"] = total(NETLATD_CNT_NAPI_PACKETS);
     m.napi["budget_exhausted"] = total(NETLATD_CNT_NAPI_BUDGET_FULL);
   }
+  m.matching = matching_.total();
   m.tcp_bytes["read"] = total(NETLATD_CNT_TCP_BYTES_READ);
   m.tcp_bytes["skipped"] = total(NETLATD_CNT_TCP_BYTES_SKIPPED);
   m.hook_misses.clear();

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netlatd/net/cgroup.hpp"
+#include "netlatd/output/coverage.hpp"
 #include "netlatd/output/labels.hpp"
 
 namespace netlatd {
@@ -233,11 +234,13 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r, Cgr
   j["iface"] = h.iface;
   j["ifindex"] = h.ifindex;
   j["ports"] = h.ports;
+  j["sample"] = h.sample;
   j["kernel"] = h.kernel;
   j["version"] = h.version;
   j["packets"] = agg.packets();
   j["udp"] = agg.packets_udp();
   j["tcp"] = agg.packets_tcp();
+  j["coverage"] = coverage_json(coverage_of(h, r));
   Json stages = Json::object();
   for (Stage s : kAllStages)
     stages[std::string(stage_name(s))] =
@@ -253,6 +256,7 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r, Cgr
   j["ambiguous_reads"] = r.ambiguous_reads;
   j["untracked_reads"] = r.untracked_reads;
   j["queue_unseen"] = r.queue_unseen;
+  j["sampled_out"] = r.sampled_out;
   j["reader_stamps_far"] = r.reader_stamps_far;
   j["tcp_bytes"] = {{"read", r.tcp_bytes_read}, {"reported", agg.tcp_bytes()}, {"skipped", r.tcp_bytes_skipped}};
   Json misses = Json::object();
@@ -387,11 +391,13 @@ std::string format_text(const ReportHeader &h, const IntervalReport &r) {
   const double secs = std::chrono::duration<double>(r.end - r.start).count();
   std::snprintf(line, sizeof line,
                 "%s  iface %s  ports %s  packets %" PRIu64 " (udp %" PRIu64 ", tcp %" PRIu64
-                ")  interval %.3f s%s\n",
+                ")%s  interval %.3f s%s\n",
                 rfc3339_utc(r.end).c_str(), h.iface.c_str(), join_ports(h.ports).c_str(),
-                agg.packets(), agg.packets_udp(), agg.packets_tcp(), secs,
+                agg.packets(), agg.packets_udp(), agg.packets_tcp(),
+                h.sample > 1 ? fmt::format("  sampled 1 in {}", h.sample).c_str() : "", secs,
                 r.final ? "  (final)" : "");
   out += line;
+  out += coverage_text(coverage_of(h, r)) + "\n";
 
   for (Stage s : kAllStages) {
     const auto &hooks = h.stages[static_cast<size_t>(s)];

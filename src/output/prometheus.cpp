@@ -7,6 +7,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "netlatd/model/coverage.hpp"
 #include "netlatd/output/labels.hpp"
 
 namespace netlatd {
@@ -86,6 +87,27 @@ void append_histogram(std::string &out, LabelList labels, const Histogram &h, co
   append_sample(out, std::string(name) + "_count", labels, std::to_string(h.count()));
 }
 
+// Counters, not a ratio: rate() of each over the same range, divided, is the
+// share over that range, which a gauge of the share since start is not.
+void append_coverage(std::string &out, const MetricsSnapshot &s) {
+  const Coverage c = coverage_of(s);
+  append_header(out, "netlatd_matching_packets_total", "counter",
+                "Matching packets: matched by the filter at netif_receive_skb, less those the kernel dropped and "
+                "those --cgroup leaves out. The denominator of the coverage.");
+  append_sample(out, "netlatd_matching_packets_total", {}, std::to_string(c.overall.matching));
+  append_header(out, "netlatd_recorded_packets_total", "counter",
+                "Records added to the histograms (in at least one stage). Over netlatd_matching_packets_total: the "
+                "share of the traffic the histograms stand for.");
+  append_sample(out, "netlatd_recorded_packets_total", {}, std::to_string(c.overall.recorded));
+  append_header(out, "netlatd_stage_recorded_packets_total", "counter",
+                "Packets in each applicable stage's histogram. Over netlatd_matching_packets_total: that stage's "
+                "coverage.");
+  for (Stage st : kAllStages)
+    if (const auto &share = c.stages[static_cast<size_t>(st)])
+      append_sample(out, "netlatd_stage_recorded_packets_total", {{"stage", stage_name(st)}},
+                    std::to_string(share->recorded));
+}
+
 }  // namespace
 
 namespace {
@@ -142,6 +164,8 @@ void append_packet_counts(std::string &out, const MetricsSnapshot &s) {
   append_sample(out, "netlatd_packets_total", {{"proto", "udp"}}, std::to_string(s.packets_udp));
   append_sample(out, "netlatd_packets_total", {{"proto", "tcp"}}, std::to_string(s.packets_tcp));
 
+  append_coverage(out, s);
+
   append_header(out, "netlatd_kernel_drops_total", "counter",
                 "Packets of watched ports the kernel dropped before they reached the socket, or when a read found them "
                 "bad (not netlatd's loss).");
@@ -164,6 +188,13 @@ void append_packet_counts(std::string &out, const MetricsSnapshot &s) {
     for (const auto &[why, n] : s.cgroup_filtered)
       append_sample(out, "netlatd_cgroup_filtered_total", {{"why", why}}, std::to_string(n));
   }
+
+  append_header(out, "netlatd_sample_one_in", "gauge",
+                "--sample: one in this many matching packets is traced (1: every one). Counts are not scaled.");
+  append_sample(out, "netlatd_sample_one_in", {}, std::to_string(s.sample));
+  append_header(out, "netlatd_sampled_out_total", "counter",
+                "Matching packets --sample left out at the filter: no stamps, no record, no other count.");
+  append_sample(out, "netlatd_sampled_out_total", {}, std::to_string(s.sampled_out));
 }
 
 // What the records carried, or lacked.

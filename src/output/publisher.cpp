@@ -51,6 +51,7 @@ void MetricsPublisher::set_header(const ReportHeader &h) {
   std::lock_guard lock(mu_);
   snapshot_.iface = h.iface;
   snapshot_.ports = h.ports;
+  snapshot_.sample = h.sample;
   for (Stage s : kAllStages) {
     const auto &from = h.stages[static_cast<size_t>(s)];
     auto &m = snapshot_.stages[static_cast<size_t>(s)];

@@ -22,7 +22,7 @@ constexpr std::string_view kIntervalFields[] = {
     "type", "schema", "time", "start", "interval_s", "final", "host", "iface", "ifindex", "ports", "kernel",
     "version", "packets", "udp", "tcp", "stages", "by", "breakdown", "drops", "unordered", "ambiguous_reads",
     "untracked_reads", "queue_unseen", "reader_stamps_far", "tcp_bytes", "hook_misses", "reader_unknown", "napi",
-    "cgroup_filtered"};
+    "cgroup_filtered", "coverage", "sample", "sampled_out"};
 constexpr std::string_view kStageFields[] = {"hook_start", "hook_end", "applicable", "why_not", "count", "min_ns", "p50_ns",
                                 "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "buckets"};
 constexpr std::string_view kRowFields[] = {"iface", "dport", "proto", "family", "cgroup", "container_id", "container_runtime",
@@ -45,6 +45,8 @@ constexpr std::string_view kStampNames[] = {"irq",       "softirq_raise", "softi
 constexpr std::string_view kTcpBytesFields[] = {"read", "reported", "skipped"};
 constexpr std::string_view kNapiFields[] = {"polls", "packets", "budget_exhausted"};
 constexpr std::string_view kFilteredFields[] = {"outside", "no_reader"};
+constexpr std::string_view kCoverageFields[] = {"matching", "recorded", "share", "stages"};
+constexpr std::string_view kShareFields[] = {"recorded", "share"};
 
 bool in(Names names, std::string_view s) { return std::find(names.begin(), names.end(), s) != names.end(); }
 
@@ -201,6 +203,22 @@ SeriesRow row_of(const json &r, std::vector<std::string> &unknown) {
   return row;
 }
 
+// The counts of `coverage` (absent from lines older than it); the shares
+// are theirs, so only checked for names.
+void coverage_counts_of(const json &line, IntervalLine &out, std::vector<std::string> &unknown) {
+  if (!line.contains("coverage"))
+    return;
+  const std::string w = "interval.coverage";
+  const json &c = object(line, "coverage", "interval");
+  note_unknown(c, kCoverageFields, w, unknown);
+  out.coverage = IntervalLine::Coverage{u64(c, "matching", w), u64(c, "recorded", w)};
+  for (const auto &[stage, share] : object(c, "stages", w).items()) {
+    if (std::find(kStages.begin(), kStages.end(), stage) == kStages.end())
+      unknown.push_back(w + ".stages." + stage);
+    note_unknown(share, kShareFields, w + ".stages." + stage, unknown);
+  }
+}
+
 void losses_of(const json &line, IntervalLine &out, std::vector<std::string> &unknown) {
   const json &drops = object(line, "drops", "interval");
   for (const auto &[key, value] : drops.items()) {
@@ -238,6 +256,7 @@ IntervalLine interval_of(const json &line, std::vector<std::string> &unknown) {
       out.breakdown.push_back(row_of(r, unknown));
   }
   losses_of(line, out, unknown);
+  coverage_counts_of(line, out, unknown);
   const std::pair<const char *, Names> subs[] = {
       {"tcp_bytes", kTcpBytesFields}, {"napi", kNapiFields}, {"cgroup_filtered", kFilteredFields}};
   for (const auto &[key, names] : subs)

@@ -55,6 +55,11 @@ struct IntervalLine {
   // `drops` by reason, then the counters of what could not be tied
   // (unordered, ambiguous_reads, ...), in the line's order.
   std::vector<std::pair<std::string, uint64_t>> losses;
+  // `coverage`'s counts: matching packets, records in the histograms.
+  struct Coverage {
+    uint64_t matching = 0, recorded = 0;
+  };
+  std::optional<Coverage> coverage;  // absent from lines older than it
 };
 
 struct OutlierLine {

@@ -105,10 +105,20 @@ json Builder::header() const {
     out.erase("");
     return list(out);
   };
+  // Summed, not averaged: each line's counts are exact (docs/OUTPUT.md, Coverage).
+  json coverage = nullptr;
+  for (const IntervalLine &l : intervals_)
+    if (l.coverage) {
+      if (coverage.is_null())
+        coverage = {{"matching", 0}, {"recorded", 0}, {"lines", 0}};
+      coverage["matching"] = coverage["matching"].get<uint64_t>() + l.coverage->matching;
+      coverage["recorded"] = coverage["recorded"].get<uint64_t>() + l.coverage->recorded;
+      coverage["lines"] = coverage["lines"].get<uint64_t>() + 1;
+    }
   return {{"hosts", named(hosts_)}, {"ifaces", named(ifaces_)}, {"kernels", named(kernels_)},
           {"versions", named(versions_)}, {"ports", list(ports_)}, {"hooks", hooks},
           {"first_ms", first == INT64_MAX ? json(nullptr) : json(first)},
-          {"last_ms", last == INT64_MIN ? json(nullptr) : json(last)}};
+          {"last_ms", last == INT64_MIN ? json(nullptr) : json(last)}, {"coverage", coverage}};
 }
 
 json Builder::input() const {

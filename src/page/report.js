@@ -66,6 +66,19 @@ function section(id, title, intro) {
   return s;
 }
 
+// docs/OUTPUT.md, Coverage: the text view's threshold (kCoverageLowBelow).
+const COVERAGE_LOW_BELOW_PERCENT = 95;
+
+// The lines' coverage counts summed: the share of the matching packets in
+// the histograms, rounded down, so that a share short of whole never shows
+// as 100 %.
+function fmtCoverage(c) {
+  if (c.matching === 0) return "no packets matched";
+  const tenths = c.recorded >= c.matching ? 1000 : Math.floor(c.recorded * 1000 / c.matching);
+  return (tenths / 10).toFixed(1) + " % of " + fmtInt(c.matching) + " matching packets in the histograms" +
+    (tenths < COVERAGE_LOW_BELOW_PERCENT * 10 ? ": the histograms stand for part of the traffic only" : "");
+}
+
 function drawHeader(m) {
   const h = m.header, inp = m.input;
   const span = h.first_ms !== null ? fmtTime(h.first_ms, true) + " – " + fmtTime(h.last_ms, true) +
@@ -76,8 +89,14 @@ function drawHeader(m) {
     ["netlatd", h.versions.join(", ") || "–"],
     ["lines", fmtInt(inp.intervals) + " interval, " + fmtInt(inp.outliers) + " outlier"], ["time span", span],
   ];
+  const low = h.coverage && h.coverage.matching > 0 &&
+    h.coverage.recorded * 100 < h.coverage.matching * COVERAGE_LOW_BELOW_PERCENT;
+  if (h.coverage) facts.push(["coverage", fmtCoverage(h.coverage)]);
   const dl = el("dl", { class: "facts" });
-  for (const [k, v] of facts) dl.append(el("div", { class: k === "time span" ? "wide" : "" }, el("dt", {}, k), el("dd", {}, v)));
+  for (const [k, v] of facts) {
+    const cls = k === "time span" || k === "coverage" ? "wide" + (k === "coverage" && low ? " warn" : "") : "";
+    dl.append(el("div", { class: cls, "data-fact": k }, el("dt", {}, k), el("dd", {}, v)));
+  }
   const head = el("header", {}, el("h1", {}, "netlatd report"), dl);
   const hooks = el("table", { class: "hooks", "data-table": "hooks" },
     el("tr", {}, el("th", {}, "stage"), el("th", {}, "measured from → to (hooks chosen at start)")));

@@ -130,6 +130,8 @@ bool valid_ringbuf_mb(uint32_t mb) { return mb >= 1 && mb <= 1024 && !(mb & (mb 
 bool valid_resolution(double n) { return n == 1 || n == 2 || n == 4 || n == 8; }
 bool valid_interval(double s) { return s >= 0.1 && s <= 86400; }
 const std::string kIntervalRange = "interval must be between 0.1 and 86400 seconds";
+bool valid_sample(double n) { return n >= 1 && n <= 65536 && n == static_cast<double>(static_cast<uint32_t>(n)); }
+const std::string kSampleRange = "sample must be a whole number from 1 to 65536";
 const std::string kResolutionValues = "must be 1, 2, 4 or 8 (buckets per power of two)";
 const std::string kRingbufValues = "must be a power of two between 1 and 1024";
 
@@ -318,6 +320,26 @@ const OptionSpec kOptions[] = {
      [](const Options &o) {
        if (!valid_ringbuf_mb(o.ringbuf_mb))
          throw Error(ExitCode::Usage, "--ringbuf-mb " + kRingbufValues);
+     }},
+    {{"--sample", "sample",
+      "Trace one in N matching packets (default 1: all); TCP keeps or leaves out whole flows", Reload::NeedsRestart,
+      [](const Options &running, Options &next) {
+        // The bound is built into the loaded programs.
+        return keep_if_changed<&Options::sample>(
+            running, next,
+            fmt::format("sample {} differs from the running {}; restart netlatd to apply it", next.sample,
+                        running.sample));
+      }},
+     bind_value<&Options::sample>, nullptr,
+     [](const toml::node &n, const TomlFile &f) {
+       const double d = f.number(n, "sample");
+       if (!valid_sample(d))
+         throw f.fail(n, kSampleRange);
+       f.into.sample = static_cast<uint32_t>(d);
+     },
+     [](const Options &o) {
+       if (!valid_sample(o.sample))
+         throw Error(ExitCode::Usage, "--" + kSampleRange);
      }},
     {{"--aggregate", "aggregate",
       "Keep the per-stage histograms in the kernel: a record only for outliers and what it cannot add",

@@ -30,6 +30,7 @@ std::string hostname() {
 TracerConfig tracer_config(const Options &opts, std::vector<std::string> cgroup_dirs) {
   TracerConfig c;
   c.ports = opts.ports;
+  c.sample = opts.sample;
   c.ringbuf_bytes = opts.ringbuf_mb << 20;
   c.reader_cgroup = opts.by.cgroup;
   c.cgroup_dirs = std::move(cgroup_dirs);
@@ -80,6 +81,7 @@ Service::Service(const Options &opts, std::unique_ptr<KernelFeatures> features, 
       make_companion_(std::move(companion)), losses_(!opts.cgroups.empty(), plan_.has(Point::NapiPoll)) {
   header_.host = hostname();
   header_.ports = opts_.ports;
+  header_.sample = opts_.sample;
   header_.kernel = features->kernel_release();
   // The probe holds the kernel's whole BTF (~5 MiB on 6.18); nothing needs it
   // once the plan is made.

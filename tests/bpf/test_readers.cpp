@@ -157,3 +157,24 @@ TEST_CASE("readers: 2000 TCP connections with one request each", "[bpf][readers]
   report("TCP connection churn", run);
   check_no_wrong_records(run);
 }
+
+// A listener with TCP_DEFER_ACCEPT (nginx's `deferred`, haproxy's
+// `defer-accept`) ignores the handshake's last ACK: the request's first
+// segment creates the connection, and the kernel queues its data while it
+// finishes the handshake, where tcp_probe does not run. The same happens
+// without the option when that segment overtakes the ACK from another CPU.
+// Each request is then the connection's only data, read with nothing stamped
+// at tcp_probe: every read must still be named.
+TEST_CASE("readers: one TCP connection per request to a TCP_DEFER_ACCEPT listener", "[bpf][readers][churn]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  VethNamespaces net;
+  const int requests = scaled(300);
+  ReaderRunSpec spec = one_request_per_connection(net, 5414, requests, {"--defer-accept"});
+  ReaderRun run = run_readers(net, spec);
+  report("TCP_DEFER_ACCEPT listener", run);
+  check_no_wrong_records(run);
+  // One reader per connection and one segment per request: nothing is
+  // ambiguous, so every read has its record.
+  CHECK(run.verdict.right == static_cast<size_t>(requests));
+}

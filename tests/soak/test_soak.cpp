@@ -744,11 +744,22 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
   const VerdictSum &v = soak.verdict();
   const uint64_t reads = tr.flood_read + tr.churn_read + tr.tcp_reads;
   const uint64_t udp_sent = tr.flood_sent + tr.churn_sent, udp_read = tr.flood_read + tr.churn_read;
+  // The share of reads that got a record naming them (written, and checked
+  // right), and the daemon's own coverage: records in its histograms over
+  // the matching packets (docs/OUTPUT.md, Coverage), which counts records
+  // whose line the output then dropped too.
+  const double read_share = reads ? 100.0 * static_cast<double>(v.right) / static_cast<double>(reads) : 0.0;
+  const uint64_t matching = static_cast<uint64_t>(std::max(0.0, sample(page, "netlatd_matching_packets_total")));
+  const uint64_t recorded = static_cast<uint64_t>(std::max(0.0, sample(page, "netlatd_recorded_packets_total")));
+  const double coverage = matching ? 100.0 * static_cast<double>(std::min(recorded, matching)) /
+                                         static_cast<double>(matching)
+                                   : 0.0;
 
   std::fprintf(stderr,
                "soak: %.0f s, %d rounds; sent %llu UDP (flood %llu, %llu refused while the interface was gone; "
                "churn %llu over %llu sockets) and %llu TCP requests; read %llu (UDP %llu, TCP %llu); records %zu: "
-               "right %zu, wrong %zu, no reader named %zu; losses (packets %llu): %s; kernel drops %llu "
+               "right %zu, wrong %zu, no reader named %zu; reads with a record %.1f %% (%zu of %llu); coverage %.1f %% "
+               "(%llu recorded of %llu matching packets); losses (packets %llu): %s; kernel drops %llu "
                "(rx netns RcvbufErrors %llu, NoPorts %llu); ambiguous_reads %llu, untracked_reads %llu; "
                "output lines %zu outlier + %zu interval; max RSS %.1f MiB (VmHWM %.1f MiB; first third %.1f, "
                "middle %.1f, last %.1f); CPU %.1f %% of one; interface re-created %d (%d under the flood, %zu resumes "
@@ -758,7 +769,9 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
                static_cast<unsigned long long>(tr.churn_sent), static_cast<unsigned long long>(tr.churn_sockets),
                static_cast<unsigned long long>(tr.tcp_requests), static_cast<unsigned long long>(reads),
                static_cast<unsigned long long>(udp_read), static_cast<unsigned long long>(tr.tcp_reads),
-               v.records, v.right, v.wrong, v.unknown, static_cast<unsigned long long>(packets),
+               v.records, v.right, v.wrong, v.unknown, read_share, v.right, static_cast<unsigned long long>(reads),
+               coverage, static_cast<unsigned long long>(recorded), static_cast<unsigned long long>(matching),
+               static_cast<unsigned long long>(packets),
                loss_text.empty() ? "none" : loss_text.c_str(), static_cast<unsigned long long>(kernel_drops),
                static_cast<unsigned long long>(rcvbuf_errors), static_cast<unsigned long long>(no_ports),
                static_cast<unsigned long long>(ambiguous), static_cast<unsigned long long>(untracked),
@@ -809,6 +822,9 @@ TEST_CASE("a flood, socket churn, the interface re-created, SIGHUP with rotation
   // a read the daemon could not name;
   CHECK(v.right + v.unknown <= reads);
   CHECK(v.right + v.unknown + all_losses + kernel_drops + ambiguous + untracked >= reads);
+  // The coverage's counts are there, and a record is of a matching packet.
+  CHECK(matching > 0);
+  CHECK(recorded <= matching);
   // the kernel drops netlatd counts are datagrams that were sent and not
   // read (others were lost with the interface, or unread at a close).
   CHECK(udp_read <= udp_sent);

@@ -21,6 +21,12 @@ namespace {
 
 std::atomic<int> g_counter{0};
 
+std::string hex2(int v) {
+  char b[3];
+  std::snprintf(b, sizeof b, "%02x", v & 0xff);
+  return b;
+}
+
 int64_t now_realtime_ns() {
   timespec ts{};
   clock_gettime(CLOCK_REALTIME, &ts);
@@ -92,16 +98,28 @@ VethNamespaces::VethNamespaces() : n_(static_cast<int>(getpid() % 200) + g_count
 
 VethNamespaces::~VethNamespaces() { destroy(); }
 
+// The pair with its addresses, and each end's neighbour entries for the
+// other's made permanent: no datagram of a test waits on ARP or neighbour
+// discovery, whose queue holds only ~166 datagrams (unres_qlen_bytes) and
+// drops the rest when a host too busy to answer it meets a burst.
+std::string VethNamespaces::pair_cmds() const {
+  const std::string rx_mac = "02:13:00:00:" + hex2(n_ % 250) + ":01", tx_mac = "02:13:00:00:" + hex2(n_ % 250) + ":02";
+  return "ip link add " + rx_if + " address " + rx_mac + " netns " + rx_ns + " type veth peer name " + tx_if +
+         " address " + tx_mac + " netns " + tx_ns +
+         "; ip -n " + rx_ns + " addr add " + rx_addr + "/30 dev " + rx_if +
+         "; ip -n " + tx_ns + " addr add " + tx_addr + "/30 dev " + tx_if +
+         "; ip -n " + rx_ns + " addr add " + rx_addr6 + "/64 dev " + rx_if + " nodad" +
+         "; ip -n " + tx_ns + " addr add " + tx_addr6 + "/64 dev " + tx_if + " nodad" +
+         "; ip -n " + tx_ns + " neigh replace " + rx_addr + " lladdr " + rx_mac + " dev " + tx_if + " nud permanent" +
+         "; ip -n " + tx_ns + " neigh replace " + rx_addr6 + " lladdr " + rx_mac + " dev " + tx_if + " nud permanent" +
+         "; ip -n " + rx_ns + " neigh replace " + tx_addr + " lladdr " + tx_mac + " dev " + rx_if + " nud permanent" +
+         "; ip -n " + rx_ns + " neigh replace " + tx_addr6 + " lladdr " + tx_mac + " dev " + rx_if + " nud permanent" +
+         "; ip -n " + rx_ns + " link set " + rx_if + " up; ip -n " + tx_ns + " link set " + tx_if + " up";
+}
+
 void VethNamespaces::create() {
-  const std::string cmds =
-      "set -e; ip netns add " + rx_ns + "; ip netns add " + tx_ns +
-      "; ip link add " + rx_if + " netns " + rx_ns + " type veth peer name " + tx_if + " netns " + tx_ns +
-      "; ip -n " + rx_ns + " link set lo up; ip -n " + tx_ns + " link set lo up" +
-      "; ip -n " + rx_ns + " addr add " + rx_addr + "/30 dev " + rx_if +
-      "; ip -n " + tx_ns + " addr add " + tx_addr + "/30 dev " + tx_if +
-      "; ip -n " + rx_ns + " addr add " + rx_addr6 + "/64 dev " + rx_if + " nodad" +
-      "; ip -n " + tx_ns + " addr add " + tx_addr6 + "/64 dev " + tx_if + " nodad" +
-      "; ip -n " + rx_ns + " link set " + rx_if + " up; ip -n " + tx_ns + " link set " + tx_if + " up";
+  const std::string cmds = "set -e; ip netns add " + rx_ns + "; ip netns add " + tx_ns + "; ip -n " + rx_ns +
+                           " link set lo up; ip -n " + tx_ns + " link set lo up; " + pair_cmds();
   if (sh(cmds) != 0) {
     destroy();
     throw std::runtime_error("cannot create veth namespaces");
@@ -115,11 +133,7 @@ void VethNamespaces::destroy() {
 void VethNamespaces::recreate() {
   sh("ip -n " + rx_ns + " link del " + rx_if + " 2>/dev/null; true");
   sh("ip netns del " + tx_ns + " 2>/dev/null; ip netns add " + tx_ns);
-  const std::string cmds =
-      "set -e; ip link add " + rx_if + " netns " + rx_ns + " type veth peer name " + tx_if + " netns " + tx_ns +
-      "; ip -n " + tx_ns + " link set lo up" + "; ip -n " + rx_ns + " addr add " + rx_addr + "/30 dev " + rx_if +
-      "; ip -n " + tx_ns + " addr add " + tx_addr + "/30 dev " + tx_if + "; ip -n " + rx_ns + " link set " + rx_if +
-      " up; ip -n " + tx_ns + " link set " + tx_if + " up";
+  const std::string cmds = "set -e; ip -n " + tx_ns + " link set lo up; " + pair_cmds();
   if (sh(cmds) != 0)
     throw std::runtime_error("cannot re-create the veth pair");
 }

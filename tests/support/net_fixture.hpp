@@ -45,6 +45,7 @@ public:
   void set_mtu(int mtu);
 
 private:
+  std::string pair_cmds() const;
   void create();
   void destroy();
   int n_;

@@ -41,6 +41,7 @@ Totals parse_lines(const std::string &out) {
     t.unordered += j.value("unordered", 0ull);
     t.ambiguous_reads += j["ambiguous_reads"].get<uint64_t>();
     t.untracked_reads += j["untracked_reads"].get<uint64_t>();
+    t.sampled_out += j.at("sampled_out").get<uint64_t>();
     t.reader_unknown += j["reader_unknown"].get<uint64_t>();
     const nlohmann::json &tb = j.at("tcp_bytes");
     t.tcp_read += tb.at("read").get<uint64_t>();

@@ -19,6 +19,8 @@ struct Totals {
   // Reads whose datagram netlatd could not name, reads of datagrams it never
   // tracked, and records that carry a packet's stamps but no reader.
   uint64_t ambiguous_reads = 0, untracked_reads = 0, reader_unknown = 0;
+  // --sample: the matching packets left out at the filter.
+  uint64_t sampled_out = 0;
   // TCP payload: read by receive calls, in records, skipped in counted gaps.
   uint64_t tcp_read = 0, tcp_reported = 0, tcp_skipped = 0;
   std::map<std::string, uint64_t> stage_count;

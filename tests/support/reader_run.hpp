@@ -31,6 +31,7 @@ struct ReaderRunSpec {
 };
 
 struct ReaderRun {
+  std::string proto;  // spec.proto
   Totals totals;
   ReaderLog log;
   std::map<int64_t, SentEntry> sent;
@@ -50,6 +51,10 @@ ReaderRunSpec udp_spec(const VethNamespaces &net, uint16_t port, int family, siz
 // each (nlreaders tcp-rpc, with server_args added), and its client.
 ReaderRunSpec one_request_per_connection(const VethNamespaces &net, uint16_t port, int requests,
                                          const std::vector<std::string> &server_args = {});
+
+// Whether the running kernel names each UDP read's datagram (fentry on
+// skb_consume_udp): the join netlatd --check reports.
+bool kernel_names_udp_reads();
 
 // n scaled by NETLATD_TEST_SCALE, a percentage (1-100, default 100), at
 // least 1: the vm tier's join suite runs these tests in guests under qemu's

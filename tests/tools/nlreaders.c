@@ -33,9 +33,11 @@
  *   nlreaders tcp-conns --port P --conns N [--threads T]
  *       Accepts N connections; T threads read them in epoll loops until each
  *       peer closes.
- *   nlreaders tcp-rpc --port P --requests N [--work-us W] [--epoll]
+ *   nlreaders tcp-rpc --port P --requests N [--work-us W] [--epoll] [--defer-accept]
  *       One connection per request: accept, work W us, [epoll_wait,] read the
- *       request, reply with 8 bytes, close.
+ *       request, reply with 8 bytes, close. --defer-accept: TCP_DEFER_ACCEPT on
+ *       the listener (nginx's `deferred`), so that the request's first segment,
+ *       not the handshake's ACK, creates the connection.
  *
  * Every mode: [--netns NS] [--log FILE] [--ready-file F] [--idle-ms MS]
  * [--max-reads N] (logged per thread) [--rcvbuf BYTES] (SO_RCVBUFFORCE,
@@ -67,7 +69,7 @@ atomic_int nlr_stop;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
-	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread", "poll",
+	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread", "poll", "defer-accept",
 	NULL};
 
 static void on_term(int sig)
@@ -98,6 +100,7 @@ static void configure(int argc, char **argv)
 	cfg.peek = nl_opt_flag(o, n, "peek");
 	cfg.fionread = nl_opt_flag(o, n, "fionread");
 	cfg.poll = nl_opt_flag(o, n, "poll");
+	cfg.defer_accept = nl_opt_flag(o, n, "defer-accept");
 	cfg.trunc_to = nl_opt_long(o, n, "trunc-to", 0);
 	cfg.work_us = nl_opt_long(o, n, "work-us", 0);
 	cfg.delay_ms = nl_opt_long(o, n, "delay-ms", 0);

@@ -19,7 +19,7 @@ enum nlr_call { NLR_RECV, NLR_RECVFROM, NLR_RECVMSG, NLR_RECVMMSG, NLR_READ };
 struct nlr_config {
 	int port, family, threads, vlen, peer_port, rcvbuf;
 	enum nlr_call call;
-	bool epoll, peek, fionread, poll;
+	bool epoll, peek, fionread, poll, defer_accept;
 	long trunc_to; /* 0: whole datagrams; else a buffer this long and MSG_TRUNC */
 	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
 	int held_threads; /* udp: the first ones are named NLR_HELD_COMM */

@@ -11,6 +11,8 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <unistd.h>
 
 #include "nlreaders.h"
@@ -167,6 +169,9 @@ const char *nlr_run_tcp_rpc(void)
 	w->tid = nl_tid();
 	w->reads = calloc((size_t)cfg.max_reads, sizeof(*w->reads));
 	int lfd = nlr_bound_socket(SOCK_STREAM);
+	int defer_s = 5;
+	if (cfg.defer_accept && setsockopt(lfd, IPPROTO_TCP, TCP_DEFER_ACCEPT, &defer_s, sizeof(defer_s)) != 0)
+		nl_die("setsockopt(TCP_DEFER_ACCEPT)");
 	struct timeval tv = {cfg.idle_ms / 1000, (cfg.idle_ms % 1000) * 1000};
 	const char *end = "done";
 	nlr_ready();

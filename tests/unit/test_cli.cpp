@@ -66,6 +66,9 @@ TEST_CASE("usage errors exit 64 with one line", "[cli]") {
                                                         {"--iface", "lo", "--port", "5000", "--interval", "soon"},
                                                         {"--iface", "lo", "--port", "5000", "--outliers-over", "5 parsecs"},
                                                         {"--iface", "lo", "--port", "5000", "--format", "xml"},
+                                                        {"--iface", "lo", "--port", "5000", "--sample", "0"},
+                                                        {"--iface", "lo", "--port", "5000", "--sample", "65537"},
+                                                        {"--iface", "lo", "--port", "5000", "--sample", "one"},
                                                         {"--iface", "lo"},
                                                         {"--port", "5000"},
                                                         {"--no-such-flag"}}) {
@@ -76,6 +79,15 @@ TEST_CASE("usage errors exit 64 with one line", "[cli]") {
     CHECK(lines(e.err) == 1);
     CHECK(e.out.empty());
   }
+}
+
+TEST_CASE("sample: --sample and the config key take 1 to 65536, else one line", "[cli][config]") {
+  auto e = run_netlatd({"--iface", "lo", "--port", "5000", "--sample", "0"});
+  CHECK(e.err == "netlatd: error: --sample must be a whole number from 1 to 65536\n");
+  TempFile half("iface = \"lo\"\nports = [5000]\nsample = 2.5\n");
+  e = run_netlatd({"--config", half.path});
+  CHECK(e.code == 78);
+  CHECK(e.err == "netlatd: error: " + half.path + ":3:10: sample must be a whole number from 1 to 65536\n");
 }
 
 TEST_CASE("port range message names the port", "[cli]") {

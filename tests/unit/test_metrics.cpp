@@ -97,6 +97,8 @@ MetricsSnapshot example_snapshot() {
   s.losses = {{"ringbuf_full", 2}, {"output_dropped", 0}};
   s.reads_unnamed = {{"ambiguous", 3}, {"untracked", 1}};
   s.queue_unseen = 5;
+  s.sample = 16;
+  s.sampled_out = 150;
   s.unordered = 8;
   s.reader_unknown = 9;
   s.tcp_bytes = {{"read", 1000}, {"reported", 900}, {"skipped", 64}};
@@ -243,6 +245,8 @@ TEST_CASE("render_prometheus: families, labels, applicability", "[metrics]") {
   CHECK(text.find("netlatd_drops_total") == std::string::npos);
   CHECK(sample_value(text, "netlatd_reads_unnamed_total{why=\"ambiguous\"}") == "3");
   CHECK(sample_value(text, "netlatd_queue_stamp_missing_total") == "5");
+  CHECK(sample_value(text, "netlatd_sample_one_in") == "16");
+  CHECK(sample_value(text, "netlatd_sampled_out_total") == "150");
   CHECK(sample_value(text, "netlatd_records_unordered_total") == "8");
   CHECK(sample_value(text, "netlatd_records_reader_unknown_total") == "9");
   // NAPI figures only where the hook gives them.

@@ -215,3 +215,29 @@ TEST_CASE("page: nothing of netlatd's in the input leaves nothing to draw", "[pa
   CHECK(b.lines() == 2);
   CHECK(b.skipped() == 2);
 }
+
+TEST_CASE("page: the coverage of all the lines, their counts summed; absent from lines without it", "[page]") {
+  CHECK(golden_model()["header"]["coverage"].is_null());  // lines older than `coverage`
+  std::ifstream in(kGolden);
+  std::string first;
+  std::getline(in, first);
+  Builder b;
+  const std::pair<int, int> counts[] = {{100, 100}, {0, 2}, {900, 400}};  // matching, recorded
+  for (const auto &[matching, recorded] : counts) {
+    json line = json::parse(first);
+    line["coverage"] = {{"matching", matching}, {"recorded", recorded},
+                        {"stages", {{"total", {{"recorded", recorded}}}}}};
+    b.add_line(line.dump(), "covered.jsonl");
+  }
+  const json m = b.model();
+  // 502 of 1000: not the mean of the lines' shares (1.0, none, 0.44).
+  CHECK(m["header"]["coverage"] == json{{"matching", 1000}, {"recorded", 502}, {"lines", 3}});
+  CHECK(m["input"]["unknown"] == json::array());
+
+  json odd = json::parse(first);
+  odd["coverage"] = {{"matching", 1}, {"recorded", 1}, {"ratio", 1}, {"stages", {{"teleport", {{"recorded", 1}}}}}};
+  Builder c;
+  c.add_line(odd.dump(), "odd.jsonl");
+  CHECK(c.model()["input"]["unknown"] == json::parse(R"([{"field":"interval.coverage.ratio","lines":1},
+                                                          {"field":"interval.coverage.stages.teleport","lines":1}])"));
+}

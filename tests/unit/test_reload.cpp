@@ -47,16 +47,19 @@ TEST_CASE("reload: what is built into the loaded programs keeps its running valu
   next.ringbuf_mb = 8;
   next.netns = "blue";
   next.aggregate = true;
+  next.sample = 16;
   next.interval_s = 1;  // alongside: still applied
   const auto kept = netlatd::keep_start_only(now, next);
-  REQUIRE(kept.size() == 6);
+  REQUIRE(kept.size() == 7);
   CHECK(kept[0] == "ports [6000] differ from the running [5000,5001]; restart netlatd to apply them, still tracing "
                    "[5000,5001]");
   CHECK(kept[1] == "by [dport,proto,family] differs from the running [dport,proto]; restart netlatd to apply it");
   CHECK(kept[2] == "cgroups [/kubepods.slice] differ from the running [/system.slice]; restart netlatd to apply them");
   CHECK(kept[3] == "ringbuf_mb 8 differs from the running 2; restart netlatd to apply it");
-  CHECK(kept[4] == "aggregate on differs from the running off; restart netlatd to apply it");
-  CHECK(kept[5] == "netns 'blue' differs from the running ''; restart netlatd to apply it");
+  CHECK(kept[4] == "sample 16 differs from the running 1; restart netlatd to apply it");
+  CHECK(kept[5] == "aggregate on differs from the running off; restart netlatd to apply it");
+  CHECK(kept[6] == "netns 'blue' differs from the running ''; restart netlatd to apply it");
+  CHECK(next.sample == now.sample);
   CHECK_FALSE(next.aggregate);
   CHECK(next.ports == now.ports);
   CHECK(next.by == now.by);

@@ -211,6 +211,7 @@ TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "
   r.data = &agg;
   r.drops = {{"ringbuf_full", 0}, {"inflight_full", 3}, {"stack_dropped", 0}};
   r.queue_unseen = 4;
+  r.sampled_out = 6;
   r.tcp_bytes_read = 300'000;
   r.tcp_bytes_skipped = 1'448;
   r.hook_misses = {{"tp_btf/tcp_probe", 2}, {"tp_btf/sched_switch", 0}};
@@ -236,6 +237,9 @@ TEST_CASE("format_json_line: one parseable line with the aggregate's numbers", "
   REQUIRE(j["tcp"] == 250);
   REQUIRE(j["unordered"] == 1);
   REQUIRE(j["queue_unseen"] == 4);
+  // The header's --sample, and the packets it left out this interval.
+  REQUIRE(j["sample"] == 1);
+  REQUIRE(j["sampled_out"] == 6);
   // The TCP records' own payload beside what the reads returned and what
   // gaps skipped.
   REQUIRE(j["tcp_bytes"]["read"] == 300'000);
@@ -475,6 +479,9 @@ TEST_CASE("format_text: header, per-stage bars, and why a stage is missing", "[r
   REQUIRE(text.find("iface lo") != std::string::npos);
   REQUIRE(text.find("ports 5000,5001") != std::string::npos);
   REQUIRE(text.find("packets 100") != std::string::npos);
+  REQUIRE(text.find("sampled") == std::string::npos);  // every packet traced: nothing to say
+  h.sample = 16;
+  REQUIRE(format_text(h, r).find("packets 100 (udp 100, tcp 0)  sampled 1 in 16  interval") != std::string::npos);
 
   REQUIRE(text.find("irq: not applicable: interface has no IRQ lines (lo, veth)") !=
           std::string::npos);

@@ -34,3 +34,20 @@ TEST_CASE("verifier_verdict: other messages give nothing", "[tracer]") {
   CHECK(verifier_verdict("prog 'x': -- BEGIN PROG LOAD LOG --\n-- END PROG LOAD LOG --").empty());
   CHECK(verifier_verdict("").empty());
 }
+
+TEST_CASE("sample_below: the filter keeps a packet when a 32-bit draw is below it", "[tracer]") {
+  using netlatd::sample_below;
+  // 1 (and the 0 no option gives): every packet, with no draw made.
+  CHECK(sample_below(1) == 0);
+  CHECK(sample_below(0) == 0);
+  CHECK(sample_below(2) == 0x80000000u);
+  CHECK(sample_below(16) == 0x10000000u);
+  CHECK(sample_below(65536) == 0x10000u);
+  // Kept share within one draw of 1/N for every N the option takes.
+  for (uint32_t n = 2; n <= 65536; n = n * 3 + 1) {
+    INFO("N " << n);
+    const double kept = static_cast<double>(sample_below(n)) / 4294967296.0;
+    CHECK(kept <= 1.0 / n);
+    CHECK(kept > 1.0 / n - 1.0 / 4294967296.0);
+  }
+}

@@ -23,6 +23,7 @@ namespace netlatd {
 struct TracerConfig {
   std::vector<uint16_t> ports;
   uint32_t ringbuf_bytes = 4u << 20;
+  uint32_t sample = 1;  // --sample: one in this many matching packets is kept, at the filter
   bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
   // --cgroup: directories of the cgroups whose readers' records are kept
   // (at most NETLATD_MAX_CGROUP_FILTERS); empty = every reader.
@@ -34,6 +35,10 @@ struct TracerConfig {
   bool aggregate_check = false;
   BreakdownSpec agg_by;
 };
+
+// --sample N as the filter's bound (targ_sample_below): a packet is kept
+// when a 32-bit draw is below it. 0 for N <= 1: every packet, no draw.
+uint32_t sample_below(uint32_t n);
 
 // A device whose packets count for a traced interface: the interface
 // itself, or a device below it (a bond's slave, a VLAN's real device with

@@ -25,6 +25,7 @@ struct ReportHeader {
   // this run: a number keeps its name), for the `iface` key and outliers.
   IfaceNames iface_names;
   std::vector<uint16_t> ports;
+  uint32_t sample = 1;  // --sample: one in this many matching packets kept
   std::string kernel;  // uname -r
   std::string version; // netlatd version
   // Per stage: the hook each end of it is measured at, e.g. "tp_btf/netif_receive_skb",
@@ -103,6 +104,7 @@ struct IntervalReport {
   // Records without their socket-queue stamp: the hook that stamps the
   // queueing did not run for them (see hook_misses).
   uint64_t queue_unseen = 0;
+  uint64_t sampled_out = 0;  // matching packets --sample left out at the filter
   uint64_t reader_stamps_far = 0;  // reader stamps left out of records: over 4.29 s before the return
   // Bytes TCP reads returned on sockets with a tracked segment; the records'
   // own bytes (data->tcp_bytes()) against it say how much went unreported.
@@ -115,6 +117,9 @@ struct IntervalReport {
   // --cgroup: records left out this interval, "outside" and "no_reader";
   // empty (and absent from the JSON) without --cgroup.
   std::map<std::string, uint64_t> cgroup_filtered;
+  // Matching packets this interval: the coverage's denominator
+  // (model/coverage.hpp); the histograms give the numerators.
+  uint64_t matching = 0;
   bool final = false;  // the partial interval flushed at shutdown
 };
 }  // namespace netlatd

@@ -13,6 +13,7 @@
 
 #include <linux/types.h>
 #include "netlatd/abi.h"
+#include "netlatd/model/coverage.hpp"
 #include "netlatd/model/interval.hpp"
 #include "netlatd/model/snapshot.hpp"
 
@@ -56,7 +57,7 @@ public:
 
   // The kernel's counts when tracing starts: an interval counts from there,
   // the metrics from the programs' load (as the kernel does). Hook misses
-  // count from the load in both.
+  // and the coverage's matching packets count from the load in both.
   void start(const KernelCounts &k);
   // A reading: the kernel's counts, and the daemon's cumulative output lines
   // dropped and outlier lines rate-limited.
@@ -77,10 +78,13 @@ public:
   std::string summary() const;
 
 private:
+  uint64_t matching_now() const;
+
   bool cgroup_filter_, napi_;
   std::array<RunningCount, NETLATD_DROP_COUNT> drops_{};
   std::array<RunningCount, NETLATD_CNT_COUNT> counters_{};
   std::map<std::string, RunningCount> hook_misses_;
+  MatchingCount matching_;  // the coverage's denominator, from the counts above
   RunningCount unjoined_expired_, unread_expired_, output_dropped_, outliers_rate_limited_;
 };
 

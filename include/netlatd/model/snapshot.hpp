@@ -21,6 +21,7 @@ inline constexpr unsigned kDefaultBucketsPerPowerOfTwo = 4;
 struct MetricsSnapshot {
   std::string iface;
   std::vector<uint16_t> ports;
+  uint32_t sample = 1;  // --sample
   std::string version;  // netlatd version
   std::string kernel;   // uname -r
   // `le` bounds per power of two (--metrics-resolution): 1, 2, 4 or 8.
@@ -44,6 +45,9 @@ struct MetricsSnapshot {
 
   uint64_t packets_udp = 0;
   uint64_t packets_tcp = 0;
+  // Matching packets: the coverage's denominator (model/coverage.hpp); the
+  // histograms above give the numerators.
+  uint64_t matching = 0;
   // Packets the kernel dropped before they reached the socket (stack_dropped):
   // the network's loss, not netlatd's.
   uint64_t kernel_drops = 0;
@@ -52,6 +56,7 @@ struct MetricsSnapshot {
   std::map<std::string, uint64_t> losses;
   // Reads whose datagram no record names, by why: "ambiguous", "untracked".
   std::map<std::string, uint64_t> reads_unnamed;
+  uint64_t sampled_out = 0;                     // matching packets --sample left out
   uint64_t queue_unseen = 0;                    // records without a socket-queue stamp
   uint64_t reader_stamps_far = 0;               // reader stamps left out: over 4.29 s before the return
   // Records counted in packets but added to no stage: stamps out of path

@@ -38,6 +38,9 @@ struct Options {
   // the cgroup2 mount, normalized, sorted, unique); empty = every reader.
   std::vector<std::string> cgroups;
   uint32_t ringbuf_mb = 2;
+  // --sample N: one in N matching packets is kept, chosen in the kernel's
+  // filter before any per-packet state (1 = every packet).
+  uint32_t sample = 1;
   // --irq: the interface's receive IRQ lines, replacing their discovery
   // (sorted, unique); empty = discover them (see find_irq_lines).
   std::vector<int> irqs;
