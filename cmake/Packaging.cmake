@@ -8,7 +8,7 @@
 #   /etc/netlatd/netlatd.toml                 (conffile)
 #   /etc/logrotate.d/netlatd                  (conffile)
 #   /usr/share/man/man8/netlatd.8.gz
-#   /usr/share/doc/netlatd/OUTPUT.md
+#   /usr/share/doc/netlatd/OUTPUT.md, REPORT.md
 #   /usr/share/doc/netlatd/copyright         (machine-readable, packaging/copyright)
 #   /usr/share/doc/netlatd/changelog.gz      (packaging/changelog)
 #
@@ -56,9 +56,8 @@ install(FILES ${NETLATD_MANPAGE_GZ} DESTINATION ${CMAKE_INSTALL_MANDIR}/man8)
 # Debian policy 12.5: every package carries its copyright and license terms
 # here, uncompressed.
 install(FILES packaging/copyright ${NETLATD_CHANGELOG_GZ} DESTINATION ${CMAKE_INSTALL_DOCDIR})
-if(EXISTS ${CMAKE_CURRENT_SOURCE_DIR}/docs/OUTPUT.md)
-  install(FILES docs/OUTPUT.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
-endif()
+# What the JSON lines hold, and what `netlatd report` makes of them.
+install(FILES docs/OUTPUT.md docs/REPORT.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 
 # Maintainer scripts. dpkg does not know about systemd by itself: reload the
 # unit files after install/removal and stop running instances before the

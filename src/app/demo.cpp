@@ -61,60 +61,68 @@ DemoTraffic::DemoTraffic(uint16_t port) {
   }
   listen(tcp_listen_, 4);
 
-  threads_.emplace_back([this] {
-    char buf[2048];
+  threads_.emplace_back([this] { read_datagrams(); });
+  threads_.emplace_back([this, port] { send_datagrams(port); });
+  threads_.emplace_back([this] { read_streams(); });
+  threads_.emplace_back([this, port] { send_streams(port); });
+}
+
+void DemoTraffic::read_datagrams() {
+  char buf[2048];
+  while (!stop_) {
+    sockaddr_in from{};
+    socklen_t len = sizeof(from);
+    (void)recvfrom(udp_rx_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr *>(&from), &len);
+  }
+}
+
+void DemoTraffic::send_datagrams(uint16_t port) {
+  int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in to = loopback(port);
+  std::mt19937 rng(42);
+  char payload[256] = "netlatd demo datagram";
+  while (!stop_) {
+    (void)sendto(fd, payload, 64 + rng() % 192, 0, reinterpret_cast<sockaddr *>(&to), sizeof(to));
+    pace(rng, stop_);
+  }
+  close(fd);
+}
+
+void DemoTraffic::read_streams() {
+  char buf[4096];
+  while (!stop_) {
+    int c = accept4(tcp_listen_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (c < 0)
+      continue;
+    timeval tv{0, 200000};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     while (!stop_) {
-      sockaddr_in from{};
-      socklen_t len = sizeof(from);
-      (void)recvfrom(udp_rx_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr *>(&from), &len);
+      ssize_t n = recv(c, buf, sizeof(buf), 0);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+        break;
     }
-  });
-  threads_.emplace_back([this, port] {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    close(c);
+  }
+}
+
+void DemoTraffic::send_streams(uint16_t port) {
+  std::mt19937 rng(7);
+  while (!stop_) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in to = loopback(port);
-    std::mt19937 rng(42);
-    char payload[256] = "netlatd demo datagram";
-    while (!stop_) {
-      (void)sendto(fd, payload, 64 + rng() % 192, 0, reinterpret_cast<sockaddr *>(&to), sizeof(to));
+    if (connect(fd, reinterpret_cast<sockaddr *>(&to), sizeof(to)) != 0) {
+      close(fd);
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
+    char payload[512] = "netlatd demo stream";
+    for (int i = 0; i < 200 && !stop_; i++) {
+      if (send(fd, payload, 100 + rng() % 400, MSG_NOSIGNAL) < 0)
+        break;
       pace(rng, stop_);
     }
     close(fd);
-  });
-  threads_.emplace_back([this] {
-    char buf[4096];
-    while (!stop_) {
-      int c = accept4(tcp_listen_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0)
-        continue;
-      timeval tv{0, 200000};
-      setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-      while (!stop_) {
-        ssize_t n = recv(c, buf, sizeof(buf), 0);
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-          break;
-      }
-      close(c);
-    }
-  });
-  threads_.emplace_back([this, port] {
-    std::mt19937 rng(7);
-    while (!stop_) {
-      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_in to = loopback(port);
-      if (connect(fd, reinterpret_cast<sockaddr *>(&to), sizeof(to)) != 0) {
-        close(fd);
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        continue;
-      }
-      char payload[512] = "netlatd demo stream";
-      for (int i = 0; i < 200 && !stop_; i++) {
-        if (send(fd, payload, 100 + rng() % 400, MSG_NOSIGNAL) < 0)
-          break;
-        pace(rng, stop_);
-      }
-      close(fd);
-    }
-  });
+  }
 }
 
 DemoTraffic::~DemoTraffic() {

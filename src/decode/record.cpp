@@ -19,6 +19,97 @@ constexpr uint8_t kUdp = 17, kTcp = 6;
 constexpr netlatd_stamp kReaderStamps[NETLATD_WIRE_READER_STAMPS] = {
     NETLATD_STAMP_SWITCH_IN, NETLATD_STAMP_CALL_START, NETLATD_STAMP_WAKEUP, NETLATD_STAMP_COPY};
 
+// What a packet record says of the packet itself (its reader aside).
+void decode_packet_fields(const netlatd_wire_packet &w, uint32_t flags, netlatd_packet &out) {
+  out = netlatd_packet{};
+  const uint64_t rcv = w.receive_ns;
+  if (!(flags & NETLATD_WIRE_RX_UNKNOWN)) {
+    out.stamp_ns[NETLATD_STAMP_IRQ] = w.irq_before ? rcv - w.irq_before : 0;
+    out.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = w.raise_before ? rcv - w.raise_before : 0;
+    out.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = w.softirq_before ? rcv - w.softirq_before : 0;
+    out.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = rcv;
+  }
+  out.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = w.queue_after ? rcv + w.queue_after : 0;
+  out.flags = static_cast<__u16>(flags & kPacketFlags);
+  out.l4proto = (flags & NETLATD_PKT_TCP) ? kTcp : kUdp;
+  out.reader_unknown = (flags & NETLATD_WIRE_AMBIGUOUS) ? NETLATD_READER_AMBIGUOUS : NETLATD_READER_KNOWN;
+  out.agg_checked = (flags & NETLATD_WIRE_AGG_CHECKED) ? 1 : 0;
+  out.len = w.len;
+  out.rx_cpu = static_cast<__u16>(w.cpus_iface & NETLATD_WIRE_CPU_MASK);
+  const uint32_t iface = (w.cpus_iface >> (2 * NETLATD_WIRE_CPU_BITS)) & NETLATD_WIRE_IFACE_MASK;
+  out.iface_id = iface ? iface : NETLATD_MAX_IFACES;
+  out.dport = w.dport;
+  out.sport = w.sport;
+}
+
+// Fields a record cannot carry, or values beyond its bits.
+bool encodable(const netlatd_packet &p) noexcept {
+  return !(p.stamp_ns[NETLATD_STAMP_SYSCALL_EXIT] || (p.flags & ~kPacketFlags) ||
+           p.l4proto != ((p.flags & NETLATD_PKT_TCP) ? kTcp : kUdp) || p.reader_unknown >= NETLATD_READER_UNKNOWN_COUNT ||
+           p.agg_checked > 1 || p.iface_id < 1 || p.iface_id > NETLATD_MAX_IFACES || p.rx_cpu > NETLATD_WIRE_CPU_MASK ||
+           p.reader_cpu > NETLATD_WIRE_CPU_MASK || p._pad[0] || p._pad[1] || p._pad[2]);
+}
+
+// The packet's stamps, as distances from netif_receive_skb; false when they
+// do not fit.
+bool encode_packet_stamps(const __u64 *t, netlatd_wire_packet &w, uint32_t &flags) noexcept {
+  auto before = [](uint64_t base, uint64_t at, __u32 &field) {
+    if (!at)
+      return true;
+    if (at >= base || base - at > UINT32_MAX)
+      return false;
+    field = static_cast<__u32>(base - at);
+    return true;
+  };
+  const uint64_t queued = t[NETLATD_STAMP_SOCK_QUEUE];
+  if (t[NETLATD_STAMP_RECEIVE_SKB]) {
+    w.receive_ns = t[NETLATD_STAMP_RECEIVE_SKB];
+    if (!before(w.receive_ns, t[NETLATD_STAMP_IRQ], w.irq_before) ||
+        !before(w.receive_ns, t[NETLATD_STAMP_SOFTIRQ_RAISE], w.raise_before) ||
+        !before(w.receive_ns, t[NETLATD_STAMP_SOFTIRQ_ENTRY], w.softirq_before))
+      return false;
+  } else {
+    // A TCP segment whose earlier stamps may be another copy's: the queueing
+    // stamp stays, its base not shown.
+    if (t[NETLATD_STAMP_IRQ] || t[NETLATD_STAMP_SOFTIRQ_RAISE] || t[NETLATD_STAMP_SOFTIRQ_ENTRY])
+      return false;
+    flags |= NETLATD_WIRE_RX_UNKNOWN;
+    w.receive_ns = queued ? queued - 1 : 0;
+  }
+  if (queued) {
+    if (queued <= w.receive_ns || queued - w.receive_ns > UINT32_MAX)
+      return false;
+    w.queue_after = static_cast<__u32>(queued - w.receive_ns);
+  }
+  return true;
+}
+
+// The reader's stamps, as distances from the receive return; a record
+// without a return has no reader at all. False when they do not fit.
+bool encode_reader_stamps(const netlatd_packet &p, netlatd_wire_packet &w, uint32_t &tid) noexcept {
+  const __u64 *t = p.stamp_ns;
+  const uint64_t ret = t[NETLATD_STAMP_RECV_RETURN];
+  if (!ret) {
+    for (netlatd_stamp s : kReaderStamps)
+      if (t[s])
+        return false;
+    return !(p.reader_tid || p.reader_tgid || p.reader_cpu || p.reader_cgroup || p.reader_comm[0]);
+  }
+  if (p.reader_tid == 0 || p.reader_tid > NETLATD_WIRE_TID_MASK)
+    return false;
+  tid = p.reader_tid;
+  w.recv_return_ns = ret;
+  for (unsigned i = 0; i < NETLATD_WIRE_READER_STAMPS; ++i) {
+    const uint64_t at = t[kReaderStamps[i]];
+    if (!at)
+      continue;
+    if (at > ret || ret - at + 1 >= NETLATD_WIRE_BEFORE_MAX)
+      return false;
+    w.reader_before[i] = static_cast<__u32>(ret - at + 1);
+  }
+  return true;
+}
+
 }  // namespace
 
 RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd_packet &out) {
@@ -39,26 +130,8 @@ RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd
     return Kind::Malformed;
   netlatd_wire_packet w;
   std::memcpy(&w, data, sizeof w);
-  out = netlatd_packet{};
   const uint32_t flags = (w.tid_flags >> NETLATD_WIRE_TID_BITS) & ((1u << kFlagBits) - 1);
-  const uint64_t rcv = w.receive_ns;
-  if (!(flags & NETLATD_WIRE_RX_UNKNOWN)) {
-    out.stamp_ns[NETLATD_STAMP_IRQ] = w.irq_before ? rcv - w.irq_before : 0;
-    out.stamp_ns[NETLATD_STAMP_SOFTIRQ_RAISE] = w.raise_before ? rcv - w.raise_before : 0;
-    out.stamp_ns[NETLATD_STAMP_SOFTIRQ_ENTRY] = w.softirq_before ? rcv - w.softirq_before : 0;
-    out.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = rcv;
-  }
-  out.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = w.queue_after ? rcv + w.queue_after : 0;
-  out.flags = static_cast<__u16>(flags & kPacketFlags);
-  out.l4proto = (flags & NETLATD_PKT_TCP) ? kTcp : kUdp;
-  out.reader_unknown = (flags & NETLATD_WIRE_AMBIGUOUS) ? NETLATD_READER_AMBIGUOUS : NETLATD_READER_KNOWN;
-  out.agg_checked = (flags & NETLATD_WIRE_AGG_CHECKED) ? 1 : 0;
-  out.len = w.len;
-  out.rx_cpu = static_cast<__u16>(w.cpus_iface & NETLATD_WIRE_CPU_MASK);
-  const uint32_t iface = (w.cpus_iface >> (2 * NETLATD_WIRE_CPU_BITS)) & NETLATD_WIRE_IFACE_MASK;
-  out.iface_id = iface ? iface : NETLATD_MAX_IFACES;
-  out.dport = w.dport;
-  out.sport = w.sport;
+  decode_packet_fields(w, flags, out);
   if (w.recv_return_ns == 0)
     return Kind::Packet;
 
@@ -89,69 +162,19 @@ RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd
 }
 
 std::optional<netlatd_wire_packet> encode_packet(const netlatd_packet &p) noexcept {
-  netlatd_wire_packet w{};
-  const __u64 *t = p.stamp_ns;
-  if (t[NETLATD_STAMP_SYSCALL_EXIT] || (p.flags & ~kPacketFlags) ||
-      p.l4proto != ((p.flags & NETLATD_PKT_TCP) ? kTcp : kUdp) || p.reader_unknown >= NETLATD_READER_UNKNOWN_COUNT || p.agg_checked > 1 ||
-      p.iface_id < 1 || p.iface_id > NETLATD_MAX_IFACES || p.rx_cpu > NETLATD_WIRE_CPU_MASK ||
-      p.reader_cpu > NETLATD_WIRE_CPU_MASK || p._pad[0] || p._pad[1] || p._pad[2])
+  if (!encodable(p))
     return std::nullopt;
+  netlatd_wire_packet w{};
   uint32_t flags = p.flags;
-  // The packet's stamps, as distances from netif_receive_skb.
-  auto before = [](uint64_t base, uint64_t at, __u32 &field) {
-    if (!at)
-      return true;
-    if (at >= base || base - at > UINT32_MAX)
-      return false;
-    field = static_cast<__u32>(base - at);
-    return true;
-  };
-  const uint64_t queued = t[NETLATD_STAMP_SOCK_QUEUE];
-  if (t[NETLATD_STAMP_RECEIVE_SKB]) {
-    w.receive_ns = t[NETLATD_STAMP_RECEIVE_SKB];
-    if (!before(w.receive_ns, t[NETLATD_STAMP_IRQ], w.irq_before) ||
-        !before(w.receive_ns, t[NETLATD_STAMP_SOFTIRQ_RAISE], w.raise_before) ||
-        !before(w.receive_ns, t[NETLATD_STAMP_SOFTIRQ_ENTRY], w.softirq_before))
-      return std::nullopt;
-  } else {
-    // A TCP segment whose earlier stamps may be another copy's: the queueing
-    // stamp stays, its base not shown.
-    if (t[NETLATD_STAMP_IRQ] || t[NETLATD_STAMP_SOFTIRQ_RAISE] || t[NETLATD_STAMP_SOFTIRQ_ENTRY])
-      return std::nullopt;
-    flags |= NETLATD_WIRE_RX_UNKNOWN;
-    w.receive_ns = queued ? queued - 1 : 0;
-  }
-  if (queued) {
-    if (queued <= w.receive_ns || queued - w.receive_ns > UINT32_MAX)
-      return std::nullopt;
-    w.queue_after = static_cast<__u32>(queued - w.receive_ns);
-  }
+  if (!encode_packet_stamps(p.stamp_ns, w, flags))
+    return std::nullopt;
   if (p.reader_unknown == NETLATD_READER_AMBIGUOUS)
     flags |= NETLATD_WIRE_AMBIGUOUS;
   if (p.agg_checked)
     flags |= NETLATD_WIRE_AGG_CHECKED;
-  const uint64_t ret = t[NETLATD_STAMP_RECV_RETURN];
   uint32_t tid = 0;
-  if (ret) {
-    if (p.reader_tid == 0 || p.reader_tid > NETLATD_WIRE_TID_MASK)
-      return std::nullopt;
-    tid = p.reader_tid;
-    w.recv_return_ns = ret;
-    for (unsigned i = 0; i < NETLATD_WIRE_READER_STAMPS; ++i) {
-      const uint64_t at = t[kReaderStamps[i]];
-      if (!at)
-        continue;
-      if (at > ret || ret - at + 1 >= NETLATD_WIRE_BEFORE_MAX)
-        return std::nullopt;
-      w.reader_before[i] = static_cast<__u32>(ret - at + 1);
-    }
-  } else {
-    for (netlatd_stamp s : kReaderStamps)
-      if (t[s])
-        return std::nullopt;
-    if (p.reader_tid || p.reader_tgid || p.reader_cpu || p.reader_cgroup || p.reader_comm[0])
-      return std::nullopt;
-  }
+  if (!encode_reader_stamps(p, w, tid))
+    return std::nullopt;
   w.tid_flags = tid | flags << NETLATD_WIRE_TID_BITS;
   w.len = p.len;
   w.cpus_iface = p.rx_cpu | static_cast<uint32_t>(p.reader_cpu) << NETLATD_WIRE_CPU_BITS |

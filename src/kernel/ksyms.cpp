@@ -11,6 +11,8 @@
 #include <bpf/bpf.h>
 #include <spdlog/spdlog.h>
 
+#include "netlatd/base/fd.hpp"
+
 namespace netlatd {
 
 std::optional<uint64_t> kernel_text_address_by_bpf(std::string_view name) {
@@ -57,16 +59,14 @@ std::optional<uint64_t> kernel_text_address_by_bpf(std::string_view name) {
 
   // Sleepable: the kernel refuses this program type otherwise (EINVAL).
   LIBBPF_OPTS(bpf_prog_load_opts, load, .prog_flags = BPF_F_SLEEPABLE);
-  const int fd = bpf_prog_load(BPF_PROG_TYPE_SYSCALL, "netlatd_ksym", "Dual BSD/GPL", p.data(), p.size(), &load);
-  if (fd < 0) {
+  const Fd prog(bpf_prog_load(BPF_PROG_TYPE_SYSCALL, "netlatd_ksym", "Dual BSD/GPL", p.data(), p.size(), &load));
+  if (prog.get() < 0) {
     spdlog::debug("kernel symbol lookup by BPF: {}; reading /proc/kallsyms", std::strerror(errno));
     return std::nullopt;
   }
   uint64_t addr = 0;
   LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = &addr, .ctx_size_in = sizeof addr);
-  const int err = bpf_prog_test_run_opts(fd, &run);
-  ::close(fd);
-  if (err)
+  if (bpf_prog_test_run_opts(prog.get(), &run) != 0)
     return std::nullopt;
   return addr;
 }

@@ -38,13 +38,11 @@ RingBuffer::RingBuffer(int map_fd, uint64_t size) {
     munmap(consumer_, page_);
     throw Error(ExitCode::Unavailable, msg);
   }
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_ = Fd(epoll_create1(EPOLL_CLOEXEC));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  if (epoll_fd_ < 0 || epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, map_fd, &ev) != 0) {
+  if (epoll_.get() < 0 || epoll_ctl(epoll_.get(), EPOLL_CTL_ADD, map_fd, &ev) != 0) {
     const std::string msg = why("cannot poll the BPF ring buffer");
-    if (epoll_fd_ >= 0)
-      close(epoll_fd_);
     munmap(producer_, producer_len_);
     munmap(consumer_, page_);
     throw Error(ExitCode::Unavailable, msg);
@@ -55,8 +53,6 @@ RingBuffer::RingBuffer(int map_fd, uint64_t size) {
 }
 
 RingBuffer::~RingBuffer() {
-  if (epoll_fd_ >= 0)
-    close(epoll_fd_);
   if (producer_)
     munmap(producer_, producer_len_);
   if (consumer_)
@@ -65,7 +61,7 @@ RingBuffer::~RingBuffer() {
 
 bool RingBuffer::wait(int timeout_ms) {
   epoll_event ev{};
-  const int n = epoll_wait(epoll_fd_, &ev, 1, timeout_ms);
+  const int n = epoll_wait(epoll_.get(), &ev, 1, timeout_ms);
   if (n < 0 && errno != EINTR)
     throw Error(ExitCode::Software, why("ring buffer poll failed"));
   return n > 0;

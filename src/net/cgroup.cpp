@@ -11,6 +11,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "netlatd/base/fd.hpp"
+
 namespace netlatd {
 
 namespace {
@@ -171,21 +173,18 @@ std::optional<std::string> path_of_fd(int fd, const std::string &root) {
 enum class ByHandle { Found, Gone, CannotTell };
 
 ByHandle find_by_handle(uint64_t id, const std::string &root, std::string &path) {
-  const int mount_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (mount_fd < 0)
+  const Fd mount(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (mount.get() < 0)
     return ByHandle::CannotTell;
   std::vector<unsigned char> storage(sizeof(file_handle) + sizeof(id));
   auto *fh = reinterpret_cast<file_handle *>(storage.data());
   fh->handle_bytes = sizeof(id);
   fh->handle_type = kFileIdKernfs;
   std::memcpy(fh->f_handle, &id, sizeof(id));
-  const int fd = ::open_by_handle_at(mount_fd, fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const int err = errno;
-  ::close(mount_fd);
-  if (fd < 0)
-    return err == ESTALE || err == ENOENT ? ByHandle::Gone : ByHandle::CannotTell;
-  auto p = path_of_fd(fd, root);
-  ::close(fd);
+  const Fd cgroup(::open_by_handle_at(mount.get(), fh, O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (cgroup.get() < 0)
+    return errno == ESTALE || errno == ENOENT ? ByHandle::Gone : ByHandle::CannotTell;
+  const auto p = path_of_fd(cgroup.get(), root);
   if (!p)
     return ByHandle::CannotTell;
   path = *p;

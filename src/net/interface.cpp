@@ -293,29 +293,20 @@ std::vector<std::pair<uint32_t, std::string>> interface_names(int netns_fd) {
 LinkMonitor::LinkMonitor(int netns_fd) {
   int socket_err = 0;
   in_network_namespace(netns_fd, [&] {
-    fd_ = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    fd_ = Fd(socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE));
     socket_err = errno;  // errno is the thread's own: the namespace's thread, not ours
   });
-  if (fd_ < 0)
+  if (fd_.get() < 0)
     throw std::system_error(socket_err, std::generic_category(), "rtnetlink socket");
   // Room for a burst (many veths created at once) before the kernel drops
   // notifications; if it still does, read_events() reports it.
   int bytes = 1 << 20;
-  setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
+  setsockopt(fd_.get(), SOL_SOCKET, SO_RCVBUF, &bytes, sizeof(bytes));
   sockaddr_nl addr{};
   addr.nl_family = AF_NETLINK;
   addr.nl_groups = RTMGRP_LINK;
-  if (bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0) {
-    const int err = errno;
-    close(fd_);
-    fd_ = -1;
-    throw std::system_error(err, std::generic_category(), "rtnetlink bind to RTMGRP_LINK");
-  }
-}
-
-LinkMonitor::~LinkMonitor() {
-  if (fd_ >= 0)
-    close(fd_);
+  if (bind(fd_.get(), reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+    throw std::system_error(errno, std::generic_category(), "rtnetlink bind to RTMGRP_LINK");
 }
 
 std::vector<LinkEvent> LinkMonitor::read_events(bool &lost) {
@@ -324,7 +315,7 @@ std::vector<LinkEvent> LinkMonitor::read_events(bool &lost) {
   for (;;) {
     sockaddr_nl from{};
     socklen_t from_len = sizeof(from);
-    const ssize_t n = recvfrom(fd_, buf, sizeof(buf), 0, reinterpret_cast<sockaddr *>(&from), &from_len);
+    const ssize_t n = recvfrom(fd_.get(), buf, sizeof(buf), 0, reinterpret_cast<sockaddr *>(&from), &from_len);
     if (n < 0) {
       if (errno == EINTR)
         continue;
@@ -348,17 +339,15 @@ int open_netns(const std::string &spec) {
   if (spec.empty())
     return -1;
   const std::string path = netns_path(spec);
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
+  Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0)
     throw Error(ExitCode::NoInterface,
                 "no network namespace '" + spec + "' (" + path + ": " + std::strerror(errno) + ")");
   // The kernel says what namespace a file is (4.11+); a regular file or
   // another kind of namespace is refused here, not at setns().
-  if (ioctl(fd, NS_GET_NSTYPE) != CLONE_NEWNET) {
-    close(fd);
+  if (ioctl(fd.get(), NS_GET_NSTYPE) != CLONE_NEWNET)
     throw Error(ExitCode::NoInterface, "'" + path + "' is not a network namespace");
-  }
-  return fd;
+  return fd.release();
 }
 
 uint32_t netns_inode(int fd) {

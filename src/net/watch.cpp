@@ -127,79 +127,115 @@ InterfaceInfo interface_there(const LinkEvent &link, int ethtool_fd, const std::
 
 }  // namespace
 
+namespace {
+
+// What look_up_interfaces knows of the namespace: the links with what they
+// sit on, for the devices below a bond or VLAN; in another namespace also
+// their names and indexes, and its drivers through an ethtool socket there.
+class LinkView {
+public:
+  explicit LinkView(int netns_fd) : elsewhere_(netns_fd >= 0) {
+    // In another namespace a failure is the caller's to report; here only
+    // the devices below go unknown.
+    if (elsewhere_) {
+      links_ = dump_links(netns_fd);
+    } else {
+      try {
+        links_ = dump_links();
+      } catch (const std::system_error &e) {
+        no_links_ = fmt::format("the devices below it cannot be looked up ({})", e.what());
+      }
+    }
+    if (elsewhere_) {
+      interrupts_ = read_text("/proc/interrupts");
+      try {
+        ethtool_.emplace(ethtool_socket(netns_fd));
+      } catch (const std::system_error &) {
+        // No socket there: no driver to ask, so no IRQ lines but --irq's.
+      }
+    }
+  }
+
+  std::optional<InterfaceInfo> info_of(const std::string &name, const std::vector<int> &irqs) const {
+    if (!elsewhere_)
+      return lookup_interface(name, irqs);
+    const LinkEvent *l = link_named(links_, name);
+    if (!l)
+      return std::nullopt;
+    return interface_there(*l, ethtool_ ? ethtool_->get() : -1, irqs, interrupts_);
+  }
+
+  // --iface's names, or for a set (all, irq) every interface there is.
+  std::vector<std::string> names(const std::vector<std::string> &ifaces, bool set_mode) const {
+    if (!set_mode)
+      return ifaces;
+    if (!elsewhere_)
+      return all_interface_names();
+    std::vector<std::string> names;
+    for (const LinkEvent &l : links_)
+      names.push_back(l.name);
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  // The devices below a traced interface that is there.
+  void add_lowers(TracedInterface &t) const {
+    if (!no_links_.empty()) {
+      t.problem = no_links_;
+      return;
+    }
+    for (const LowerDevice &d : lower_devices(links_, t.name, t.problem)) {
+      // A device below reports its own IRQ lines: a bond's are its slaves'
+      // (--irq names the traced interface's only).
+      const auto info = info_of(d.name, {});
+      if (info)
+        t.lowers.push_back({d, *info});
+    }
+  }
+
+private:
+  bool elsewhere_;
+  std::vector<LinkEvent> links_;
+  std::string no_links_;
+  std::string interrupts_;
+  std::optional<Fd> ethtool_;
+};
+
+// The name's number in the records: kept for the daemon's life, a new one
+// while fewer than kMaxIfaces were given. False when none is left.
+bool number_of(const std::string &name, std::map<std::string, uint32_t> &ids, uint32_t &id) {
+  if (auto known = ids.find(name); known != ids.end()) {
+    id = known->second;
+    return true;
+  }
+  if (ids.size() >= kMaxIfaces)
+    return false;
+  id = static_cast<uint32_t>(ids.size() + 1);
+  ids.emplace(name, id);
+  return true;
+}
+
+}  // namespace
+
 std::vector<TracedInterface> look_up_interfaces(const std::vector<std::string> &ifaces,
                                                 const std::vector<int> &irq_override,
                                                 std::map<std::string, uint32_t> &ids,
                                                 std::vector<std::string> &left_out, int netns_fd) {
   const bool set_mode = ifaces.size() == 1 && is_iface_set_word(ifaces[0]);
-  const bool elsewhere = netns_fd >= 0;
+  const LinkView view(netns_fd);
   std::vector<TracedInterface> out;
-  // The links with what they sit on, for the devices below a bond or VLAN;
-  // in another namespace also their names and indexes. There a failure is
-  // the caller's to report; here only the devices below go unknown.
-  std::vector<LinkEvent> links;
-  std::string no_links;
-  if (elsewhere) {
-    links = dump_links(netns_fd);
-  } else {
-    try {
-      links = dump_links();
-    } catch (const std::system_error &e) {
-      no_links = fmt::format("the devices below it cannot be looked up ({})", e.what());
-    }
-  }
-  std::string interrupts;
-  std::optional<Fd> ethtool;
-  if (elsewhere) {
-    interrupts = read_text("/proc/interrupts");
-    try {
-      ethtool.emplace(ethtool_socket(netns_fd));
-    } catch (const std::system_error &) {
-      // No socket there: no driver to ask, so no IRQ lines but --irq's.
-    }
-  }
-  const int ethtool_fd = ethtool ? ethtool->get() : -1;
-  auto info_of = [&](const std::string &name, const std::vector<int> &irqs) -> std::optional<InterfaceInfo> {
-    if (!elsewhere)
-      return lookup_interface(name, irqs);
-    const LinkEvent *l = link_named(links, name);
-    if (!l)
-      return std::nullopt;
-    return interface_there(*l, ethtool_fd, irqs, interrupts);
-  };
-  std::vector<std::string> names = set_mode && !elsewhere ? all_interface_names() : ifaces;
-  if (elsewhere && set_mode) {
-    names.clear();
-    for (const LinkEvent &l : links)
-      names.push_back(l.name);
-    std::sort(names.begin(), names.end());
-  }
-  for (const std::string &name : names) {
+  for (const std::string &name : view.names(ifaces, set_mode)) {
     TracedInterface t;
     t.name = name;
-    t.info = info_of(name, irq_override);
+    t.info = view.info_of(name, irq_override);
     if (set_mode && (!t.info || (ifaces[0] == "irq" && t.info->irqs.empty())))
       continue;
-    if (auto id = ids.find(name); id != ids.end()) {
-      t.id = id->second;
-    } else if (ids.size() < kMaxIfaces) {
-      t.id = static_cast<uint32_t>(ids.size() + 1);
-      ids.emplace(name, t.id);
-    } else {
+    if (!number_of(name, ids, t.id)) {
       left_out.push_back(name);
       continue;
     }
-    if (t.info && !no_links.empty()) {
-      t.problem = no_links;
-    } else if (t.info) {
-      for (const LowerDevice &d : lower_devices(links, name, t.problem)) {
-        // A device below reports its own IRQ lines: a bond's are its slaves'
-        // (--irq names the traced interface's only).
-        const auto info = info_of(d.name, {});
-        if (info)
-          t.lowers.push_back({d, *info});
-      }
-    }
+    if (t.info)
+      view.add_lowers(t);
     out.push_back(std::move(t));
   }
   return out;

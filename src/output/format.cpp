@@ -280,37 +280,76 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
   return format_outlier_json_line(h, p, mono_to_realtime_ns, stage_durations(p));
 }
 
-std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
-                                     int64_t mono_to_realtime_ns, const StageDurations &d) {
-  // Modular, as the kernel's u64 stamps are: a stamp no kernel writes (over
-  // 2^63 ns minus the offset) shows as a far-off time, never signed overflow.
-  auto wall_ns = [&](uint64_t mono) {
-    return static_cast<int64_t>(mono + static_cast<uint64_t>(mono_to_realtime_ns));
-  };
+namespace {
 
-  // Offsets are from the packet's first stamp on its path (the reader's call
-  // may have started earlier: a negative offset then).
-  uint64_t first = 0, last = 0;
-  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i) {
-    if (p.stamp_ns[i] == 0)
-      continue;
-    if (first == 0 && i <= NETLATD_STAMP_SOCK_QUEUE)
-      first = p.stamp_ns[i];
+// Modular, as the kernel's u64 stamps are: a stamp no kernel writes (over
+// 2^63 ns minus the offset) shows as a far-off time, never signed overflow.
+int64_t wall_ns(uint64_t mono, int64_t mono_to_realtime_ns) {
+  return static_cast<int64_t>(mono + static_cast<uint64_t>(mono_to_realtime_ns));
+}
+
+// recv_return is always set on an emitted record; the fallbacks only keep a
+// malformed record from printing 1970.
+std::chrono::system_clock::time_point outlier_time(const netlatd_packet &p, int64_t mono_to_realtime_ns) {
+  uint64_t last = 0;
+  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i)
     last = std::max<uint64_t>(last, p.stamp_ns[i]);
-  }
-  // recv_return is always set on an emitted record; the fallbacks only keep a
-  // malformed record from printing 1970.
   const uint64_t when = p.stamp_ns[NETLATD_STAMP_RECV_RETURN] ? p.stamp_ns[NETLATD_STAMP_RECV_RETURN]
                                                                 : last;
-  const auto time = when ? std::chrono::system_clock::time_point(std::chrono::duration_cast<
-                               std::chrono::system_clock::duration>(
-                               std::chrono::nanoseconds(wall_ns(when))))
-                         : std::chrono::system_clock::now();
+  return when ? std::chrono::system_clock::time_point(std::chrono::duration_cast<
+                    std::chrono::system_clock::duration>(
+                    std::chrono::nanoseconds(wall_ns(when, mono_to_realtime_ns))))
+              : std::chrono::system_clock::now();
+}
 
+// Every stamp the packet got, and the derived start of the `oncpu` stage.
+void add_outlier_stamps(Json &j, const netlatd_packet &p, int64_t mono_to_realtime_ns) {
+  // Offsets are from the packet's first stamp on its path (the reader's call
+  // may have started earlier: a negative offset then).
+  uint64_t first = 0;
+  for (unsigned i = 0; i <= NETLATD_STAMP_SOCK_QUEUE && first == 0; ++i)
+    first = p.stamp_ns[i];
+  std::vector<std::pair<std::string, uint64_t>> instants;
+  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i)
+    if (p.stamp_ns[i])
+      instants.emplace_back(stamp_name(static_cast<netlatd_stamp>(i)), p.stamp_ns[i]);
+  if (auto rs = read_start(p))
+    instants.emplace_back("read_start", *rs);
+  Json stamps = Json::object();
+  Json mono = Json::object();
+  Json offsets = Json::object();
+  for (const auto &[name, t] : instants) {
+    stamps[name] = rfc3339_utc_ns(wall_ns(t, mono_to_realtime_ns));
+    mono[name] = t;
+    // Signed: a reader's call may start before the packet's first stamp.
+    offsets[name] = static_cast<int64_t>(t - first);
+  }
+  j["stamps"] = std::move(stamps);
+  j["stamps_mono_ns"] = std::move(mono);
+  j["offsets_ns"] = std::move(offsets);
+}
+
+void add_outlier_reader(Json &j, const netlatd_packet &p) {
+  if (p.reader_unknown != NETLATD_READER_KNOWN) {
+    j["reader_unknown"] = p.reader_unknown == NETLATD_READER_AMBIGUOUS ? "ambiguous" : "unknown";
+    return;
+  }
+  j["reader_cpu"] = p.reader_cpu;
+  j["reader_pid"] = p.reader_tgid;
+  j["reader_tid"] = p.reader_tid;
+  j["reader_comm"] = std::string(p.reader_comm, strnlen(p.reader_comm, sizeof p.reader_comm));
+  j["woken"] = (p.flags & NETLATD_PKT_WOKEN) != 0;
+  j["slept_in_call"] = (p.flags & NETLATD_PKT_SLEPT_IN_CALL) != 0;
+}
+
+}  // namespace
+
+std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet &p,
+                                     int64_t mono_to_realtime_ns, const StageDurations &d) {
   Json j;
   j["type"] = "outlier";
   j["schema"] = kSchemaVersion;
-  j["time"] = rfc3339_utc(time);
+  j["time"] = rfc3339_utc(outlier_time(p, mono_to_realtime_ns));
   j["host"] = h.host;
   // The interface the packet counts for, where several are traced.
   const auto named = h.iface_names.find(p.iface_id);
@@ -329,26 +368,7 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
     j["total_ns"] = *total;
 
   j["sport"] = p.sport;
-
-  // Every stamp the packet got, and the derived start of the `oncpu` stage.
-  std::vector<std::pair<std::string, uint64_t>> instants;
-  for (unsigned i = 0; i < NETLATD_STAMP_COUNT; ++i)
-    if (p.stamp_ns[i])
-      instants.emplace_back(stamp_name(static_cast<netlatd_stamp>(i)), p.stamp_ns[i]);
-  if (auto rs = read_start(p))
-    instants.emplace_back("read_start", *rs);
-  Json stamps = Json::object();
-  Json mono = Json::object();
-  Json offsets = Json::object();
-  for (const auto &[name, t] : instants) {
-    stamps[name] = rfc3339_utc_ns(wall_ns(t));
-    mono[name] = t;
-    // Signed: a reader's call may start before the packet's first stamp.
-    offsets[name] = static_cast<int64_t>(t - first);
-  }
-  j["stamps"] = std::move(stamps);
-  j["stamps_mono_ns"] = std::move(mono);
-  j["offsets_ns"] = std::move(offsets);
+  add_outlier_stamps(j, p, mono_to_realtime_ns);
 
   Json stages = Json::object();
   for (Stage s : kAllStages)
@@ -358,16 +378,7 @@ std::string format_outlier_json_line(const ReportHeader &h, const netlatd_packet
 
   j["rx_cpu"] = p.rx_cpu;
   j["ksoftirqd"] = (p.flags & NETLATD_PKT_KSOFTIRQD) != 0;
-  if (p.reader_unknown != NETLATD_READER_KNOWN) {
-    j["reader_unknown"] = p.reader_unknown == NETLATD_READER_AMBIGUOUS ? "ambiguous" : "unknown";
-    return dump(j);
-  }
-  j["reader_cpu"] = p.reader_cpu;
-  j["reader_pid"] = p.reader_tgid;
-  j["reader_tid"] = p.reader_tid;
-  j["reader_comm"] = std::string(p.reader_comm, strnlen(p.reader_comm, sizeof p.reader_comm));
-  j["woken"] = (p.flags & NETLATD_PKT_WOKEN) != 0;
-  j["slept_in_call"] = (p.flags & NETLATD_PKT_SLEPT_IN_CALL) != 0;
+  add_outlier_reader(j, p);
   return dump(j);
 }
 

@@ -110,10 +110,10 @@ void append_coverage(std::string &out, const MetricsSnapshot &s) {
 
 }  // namespace
 
-std::string render_prometheus(const MetricsSnapshot &s) {
-  std::string out;
-  out.reserve(8192);
+namespace {
 
+// What runs: the build, and each stage's hooks.
+void append_info(std::string &out, const MetricsSnapshot &s) {
   append_header(out, "netlatd_build_info", "gauge",
                 "netlatd version, running kernel, watched interface and ports; always 1.");
   const std::string ports = join_ports(s.ports);
@@ -136,7 +136,9 @@ std::string render_prometheus(const MetricsSnapshot &s) {
     append_sample(out, "netlatd_stage_hook_info",
                   {{"stage", stage_name(st)}, {"start_hook", m.start_hook}, {"end_hook", m.end_hook}}, "1");
   }
+}
 
+void append_latency(std::string &out, const MetricsSnapshot &s) {
   append_header(out, "netlatd_stage_latency_seconds", "histogram",
                 "Time packets spent in each receive-path stage, since the daemon started.");
   const std::vector<uint64_t> bounds = prometheus_bounds_ns(s.buckets_per_power_of_two);
@@ -153,7 +155,10 @@ std::string render_prometheus(const MetricsSnapshot &s) {
       append_histogram(out, std::move(labels), series.latency[static_cast<size_t>(st)], bounds, bound_labels);
     }
   }
+}
 
+// The packets measured and the ones that were not.
+void append_packet_counts(std::string &out, const MetricsSnapshot &s) {
   append_header(out, "netlatd_packets_total", "counter",
                 "Packets whose receive path was measured, by transport protocol.");
   append_sample(out, "netlatd_packets_total", {{"proto", "udp"}}, std::to_string(s.packets_udp));
@@ -190,7 +195,10 @@ std::string render_prometheus(const MetricsSnapshot &s) {
   append_header(out, "netlatd_sampled_out_total", "counter",
                 "Matching packets --sample left out at the filter: no stamps, no record, no other count.");
   append_sample(out, "netlatd_sampled_out_total", {}, std::to_string(s.sampled_out));
+}
 
+// What the records carried, or lacked.
+void append_record_counts(std::string &out, const MetricsSnapshot &s) {
   append_header(out, "netlatd_queue_stamp_missing_total", "counter",
                 "Records written without their socket-queue stamp: the queueing hook did not run for them.");
   append_sample(out, "netlatd_queue_stamp_missing_total", {}, std::to_string(s.queue_unseen));
@@ -225,7 +233,17 @@ std::string render_prometheus(const MetricsSnapshot &s) {
                 "Times a hook's BPF program did not run because it was already running on that CPU.");
   for (const auto &[hook, n] : s.hook_misses)
     append_sample(out, "netlatd_hook_misses_total", {{"hook", hook}}, std::to_string(n));
+}
 
+}  // namespace
+
+std::string render_prometheus(const MetricsSnapshot &s) {
+  std::string out;
+  out.reserve(8192);
+  append_info(out, s);
+  append_latency(out, s);
+  append_packet_counts(out, s);
+  append_record_counts(out, s);
   return out;
 }
 

@@ -61,7 +61,9 @@ const char *kFooter = "Exit status: 0 ok, 64 usage, 66 config unreadable, 68 no 
                       "lacks a\n"
                       "feature, 70 internal error or metrics port in use, 73 output not writable, 77 not permitted,\n"
                       "78 bad config. SIGHUP reopens the output and reloads --config.\n"
-                      "See netlatd(8) and docs/OUTPUT.md.";
+                      "netlatd report [--output PAGE] FILE... writes one HTML page of where the time went from\n"
+                      "the JSON lines (netlatd report --help).\n"
+                      "See netlatd(8), docs/OUTPUT.md and docs/REPORT.md.";
 
 // CLI11's parse; nullopt when the options are to be used, else the exit.
 std::optional<CommandLine> parse_or_exit(CLI::App &app, int argc, const char *const *argv) {

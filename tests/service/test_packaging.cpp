@@ -93,6 +93,10 @@ TEST_CASE("cpack builds a Debian package with the service layout", "[service][pa
     const Result zcat = run("gzip -dc " + quote(man));
     CHECK(zcat.status == 0);
     CHECK(zcat.output == read_file(source / "docs/netlatd.8"));
+    for (const char *doc : {"OUTPUT.md", "REPORT.md"}) {
+      INFO(doc);
+      CHECK(read_file(root / "usr/share/doc/netlatd" / doc) == read_file(source / "docs" / doc));
+    }
     // A relative GNUInstallDirs path under the wrong prefix would land here.
     CHECK_FALSE(fs::exists(root / "usr/local"));
     CHECK_FALSE(fs::exists(root / "usr/etc"));

@@ -208,6 +208,8 @@ TEST_CASE("netlatd --help and --version exit 0 on stdout", "[cli]") {
   CHECK(e.code == 0);
   CHECK(e.out.find("--iface") != std::string::npos);
   CHECK(e.out.find("Exit status") != std::string::npos);
+  // The page subcommand is found from the top-level help.
+  CHECK(e.out.find("netlatd report") != std::string::npos);
   e = run_netlatd({"--version"});
   CHECK(e.code == 0);
   // Just the version: scripts and the package test read it.

@@ -13,6 +13,7 @@
 #include "netlatd/model/interval.hpp"
 #include "netlatd/output/format.hpp"
 #include "netlatd/base/clock.hpp"
+#include "records.hpp"
 
 using namespace netlatd;
 using namespace std::chrono;
@@ -40,29 +41,7 @@ netlatd_packet lo_packet(uint64_t t0, uint64_t softirq, uint64_t netif, uint64_t
   return p;
 }
 
-ReportHeader lo_header() {
-  ReportHeader h;
-  h.host = "testhost";
-  h.iface = "lo";
-  h.ifindex = 1;
-  h.ports = {5000, 5001};
-  h.kernel = "6.18.0-test";
-  h.version = "0.1.0";
-  const char *hooks[][2] = {{"tp_btf/irq_handler_entry", "tp_btf/softirq_entry"},
-                            {"tp_btf/softirq_entry", "tp_btf/netif_receive_skb"},
-                            {"tp_btf/netif_receive_skb", "tp_btf/sk_data_ready"},
-                            {"tp_btf/sk_data_ready", "tp_btf/sched_switch"},
-                            {"tp_btf/sched_switch", "tp_btf/sock_recv_length"},
-                            {"tp_btf/sk_data_ready", "tp_btf/sock_recv_length"},
-                            {"tp_btf/softirq_raise", "tp_btf/sock_recv_length"}};
-  for (size_t i = 0; i < kStageCount; ++i) {
-    h.stages[i].start_hook = hooks[i][0];
-    h.stages[i].end_hook = hooks[i][1];
-  }
-  h.stages[static_cast<size_t>(Stage::Irq)].applicable = false;
-  h.stages[static_cast<size_t>(Stage::Irq)].why_not = "interface has no IRQ lines (lo, veth)";
-  return h;
-}
+using nltest::lo_header;
 
 system_clock::time_point at(int y, unsigned mo, unsigned d, int h, int mi, int s, int ms) {
   return sys_days{year{y} / month{mo} / day{d}} + hours{h} + minutes{mi} + seconds{s} +
@@ -174,22 +153,7 @@ TEST_CASE("IntervalAggregator takes the kernel's series; compare_aggregates find
   CHECK_FALSE(compare_aggregates(kernel, records).empty());  // the kernel added nothing
 
   // What the kernel side would have added: per series, each stage's values.
-  auto kernel_series = [&](uint8_t proto) {
-    KernelSeries k;
-    k.key.dport = 5000;
-    k.key.proto = proto;
-    IntervalAggregator one;
-    for (const netlatd_packet &p : packets)
-      if (p.l4proto == proto) {
-        one.add(p);
-        k.data.packets++;
-        k.tcp += proto == kTcp;
-        k.tcp_bytes += proto == kTcp ? p.len : 0;
-      }
-    for (Stage s : kAllStages)
-      k.data.stages[static_cast<size_t>(s)] = one.stage(s);
-    return k;
-  };
+  auto kernel_series = [&](uint8_t proto) { return nltest::kernel_series(packets, proto); };
   kernel.add(kernel_series(kUdp));
   kernel.add(kernel_series(kTcp));
   CHECK(kernel.packets() == 3);

@@ -19,6 +19,12 @@ public:
   DemoTraffic &operator=(const DemoTraffic &) = delete;
 
 private:
+  // Each runs on a thread of its own until stop_.
+  void read_datagrams();
+  void send_datagrams(uint16_t port);
+  void read_streams();
+  void send_streams(uint16_t port);
+
   std::atomic<bool> stop_{false};
   int udp_rx_ = -1, tcp_listen_ = -1;
   std::vector<std::thread> threads_;

@@ -16,6 +16,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "netlatd/base/fd.hpp"
+
 namespace netlatd {
 
 // The ring's memory, wherever it is mapped: the logic of a drain, apart
@@ -89,7 +91,7 @@ public:
   RingBuffer(const RingBuffer &) = delete;
   RingBuffer &operator=(const RingBuffer &) = delete;
 
-  int epoll_fd() const { return epoll_fd_; }
+  int epoll_fd() const { return epoll_.get(); }
   // Waits up to timeout_ms (0: not at all) for a wake-up; true if one came.
   // Throws netlatd::Error on a failure other than EINTR.
   bool wait(int timeout_ms);
@@ -98,7 +100,7 @@ public:
 private:
   void *consumer_ = nullptr, *producer_ = nullptr;
   size_t page_ = 0, producer_len_ = 0;
-  int epoll_fd_ = -1;
+  Fd epoll_;
   std::unique_ptr<RingView> view_;
 };
 

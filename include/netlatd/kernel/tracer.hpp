@@ -18,8 +18,6 @@
 #include "netlatd/kernel/hooks.hpp"
 #include "netlatd/model/losses.hpp"
 
-struct bpf_link;
-
 namespace netlatd {
 
 struct TracerConfig {
@@ -116,7 +114,7 @@ public:
   // can then be read to the end.
   void detach();
 
-  size_t programs_attached() const { return links_.size(); }
+  size_t programs_attached() const;
   // What loading the programs cost: the time, and the program the verifier
   // walked most (instructions it processed, bpf_prog_info.verified_insns; 0
   // on kernels before 5.16), against its budget of 1,000,000 per program.
@@ -154,7 +152,6 @@ public:
 private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  std::vector<::bpf_link *> links_;
 };
 
 // One reading of the kernel side's cumulative counters (model/losses.hpp).

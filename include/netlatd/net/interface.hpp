@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "netlatd/base/fd.hpp"
+
 namespace netlatd {
 
 // One hard IRQ line of an interface's device, how it was found, and whether
@@ -154,11 +156,8 @@ public:
   // Throws std::system_error when the socket cannot be made (no AF_NETLINK).
   // `netns_fd`: the namespace whose links it hears (-1: this process's).
   explicit LinkMonitor(int netns_fd = -1);
-  ~LinkMonitor();
-  LinkMonitor(const LinkMonitor &) = delete;
-  LinkMonitor &operator=(const LinkMonitor &) = delete;
 
-  int fd() const noexcept { return fd_; }  // non-blocking; readable when events wait
+  int fd() const noexcept { return fd_.get(); }  // non-blocking; readable when events wait
 
   // Every notification waiting, oldest first; never blocks. Sets `lost` when
   // the kernel dropped notifications because the socket buffer was full
@@ -166,7 +165,7 @@ public:
   std::vector<LinkEvent> read_events(bool &lost);
 
 private:
-  int fd_ = -1;
+  Fd fd_;
 };
 
 // One log line per IRQ line of the interface: counted or not, and why.

@@ -1,0 +1,203 @@
+#include "loader.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <bpf/bpf.h>
+#include <spdlog/spdlog.h>
+
+#include "libbpf_log.hpp"
+#include "netlatd/base/clock.hpp"
+#include "netlatd/base/errors.hpp"
+#include "netlatd/kernel/ksyms.hpp"
+
+namespace netlatd {
+namespace {
+
+std::string errno_text(int err) { return std::strerror(err < 0 ? -err : err); }
+
+// Highest possible NUMA node + 1 (the kernel's nr_node_ids): how many
+// per-node producer queues each UDP socket has on 6.18.
+uint32_t numa_nodes() {
+  std::FILE *f = std::fopen("/sys/devices/system/node/possible", "r");
+  if (!f)
+    return 1;
+  char buf[128] = {};
+  size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  buf[n] = 0;
+  // "0", "0-1", "0,2-3": the last number is the highest node.
+  long last = 0;
+  for (char *p = buf; *p;) {
+    char *end = nullptr;
+    long v = std::strtol(p, &end, 10);
+    if (end == p) {
+      p++;
+      continue;
+    }
+    last = v;
+    p = end;
+  }
+  return static_cast<uint32_t>(last + 1);
+}
+
+// The addresses of the wake functions a reader asleep in a receive call
+// waits with.
+void set_wake_functions(netlatd_bpf &skel) {
+  const std::vector<uint64_t> wake_fns = kernel_text_addresses({"receiver_wake_function", "woken_wake_function"});
+  skel.rodata->targ_receiver_wake_fn = wake_fns[0];
+  skel.rodata->targ_woken_wake_fn = wake_fns[1];
+  if (!skel.rodata->targ_receiver_wake_fn || !skel.rodata->targ_woken_wake_fn)
+    spdlog::warn("kernel addresses hidden from netlatd (kernel.kptr_restrict, kernel.perf_event_paranoid; "
+                 "CAP_SYSLOG shows them): readers asleep in a receive call are not recognised, so their sock_queue/oncpu split is left out where no hook gives the call's start");
+}
+
+void set_rodata(netlatd_bpf &skel, const HookPlan &plan, const TracerConfig &config) {
+  if (config.ports.size() > NETLATD_MAX_PORTS)
+    throw Error(ExitCode::Usage, "too many ports");
+  for (size_t i = 0; i < config.ports.size(); i++)
+    skel.rodata->targ_ports[i] = config.ports[i];
+  skel.rodata->targ_nports = static_cast<__u32>(config.ports.size());
+  skel.rodata->targ_sample_below = sample_below(config.sample);
+  skel.rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
+  skel.rodata->targ_reader_cgroup = config.reader_cgroup;
+  if (config.cgroup_dirs.size() > NETLATD_MAX_CGROUP_FILTERS)
+    throw Error(ExitCode::Usage, "--cgroup: at most " + std::to_string(NETLATD_MAX_CGROUP_FILTERS) + " cgroups");
+  skel.rodata->targ_ncgroup_filters = static_cast<__u32>(config.cgroup_dirs.size());
+  skel.rodata->targ_udp_join = static_cast<__u32>(plan.udp_join);
+  // fentry runs before the datagram is queued: its slot exists before any
+  // read can take it.
+  skel.rodata->targ_push_before_queue = plan.label(Point::UdpEnqueue).rfind("fentry/", 0) == 0;
+  skel.rodata->targ_numa_nodes = numa_nodes();
+  skel.rodata->targ_preempt_count = static_cast<__u32>(plan.preempt_count);
+  skel.rodata->targ_preempt_count_from_rq = plan.preempt_count_from_rq;
+  set_wake_functions(skel);
+  if (int err = bpf_map__set_max_entries(skel.maps.events, config.ringbuf_bytes))
+    throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
+}
+
+// --aggregate: the series the kernel side splits by, and its maps sized.
+AggregateLayout set_aggregate(netlatd_bpf &skel, const TracerConfig &config, int ncpus) {
+  AggregateLayout layout;
+  if (!config.aggregate)
+    return layout;
+  uint32_t by = 0, nseries = 1;
+  if (config.agg_by.dport) {
+    by |= NETLATD_AGG_BY_DPORT;
+    nseries *= static_cast<uint32_t>(std::max<size_t>(config.ports.size(), 1));
+  }
+  if (config.agg_by.proto) {
+    by |= NETLATD_AGG_BY_PROTO;
+    nseries *= 2;
+  }
+  if (config.agg_by.family) {
+    by |= NETLATD_AGG_BY_FAMILY;
+    nseries *= 2;
+  }
+  if (config.agg_by.cgroup || config.agg_by.iface)
+    throw Error(ExitCode::Usage, "--aggregate: the kernel side splits by dport, proto and family only");
+  skel.rodata->targ_aggregate = true;
+  skel.rodata->targ_aggregate_check = config.aggregate_check;
+  skel.rodata->targ_agg_by = by;
+  skel.rodata->targ_agg_nseries = nseries;
+  skel.rodata->targ_agg_ncpus = static_cast<__u32>(ncpus);
+  layout.by = by;
+  layout.nseries = nseries;
+  layout.ports = config.ports;
+  if (int err = bpf_map__set_max_entries(skel.maps.agg_blocks, 2 * nseries * static_cast<uint32_t>(ncpus)))
+    throw Error(ExitCode::Software, "cannot size the --aggregate histograms: " + errno_text(err));
+  return layout;
+}
+
+// Keep exactly the programs the plan chose; a chosen one missing from the
+// object is a build that does not match this source, never skipped.
+std::vector<std::pair<std::string, bpf_program *>> choose_programs(netlatd_bpf &skel, const HookPlan &plan) {
+  std::vector<std::pair<std::string, bpf_program *>> chosen;
+  for (const HookChoice &c : plan.choices) {
+    if (!c.chosen)
+      continue;
+    bpf_program *p = bpf_object__find_program_by_name(skel.obj, std::string(c.chosen->program).c_str());
+    if (!p)
+      throw Error(ExitCode::Software, "the BPF object has no program " + std::string(c.chosen->program) + " for " +
+                                          hook_label(*c.chosen));
+    chosen.emplace_back(hook_label(*c.chosen), p);
+  }
+  bpf_program *prog;
+  bpf_object__for_each_program(prog, skel.obj) {
+    const bool kept = std::any_of(chosen.begin(), chosen.end(), [prog](const auto &c) { return c.second == prog; });
+    bpf_program__set_autoload(prog, kept);
+  }
+  return chosen;
+}
+
+void load(netlatd_bpf &skel) {
+  forget_verifier_verdict();
+  if (int err = netlatd_bpf__load(&skel)) {
+    std::string why = last_libbpf_warning();
+    if (const std::string verdict = last_verifier_verdict(); !verdict.empty())
+      why = "the verifier, " + verdict + "; -v shows its whole log";
+    throw Error(ExitCode::Unavailable,
+                "the kernel refused netlatd's BPF programs: " + errno_text(err) + (why.empty() ? "" : " (" + why + ")"));
+  }
+}
+
+// What each program cost the verifier (bpf_prog_info.verified_insns,
+// 5.16+): a slow start names its program, and a program near the
+// verifier's budget shows before a kernel whose verifier walks further
+// refuses it.
+Tracer::VerifierWalk verifier_walk(const LoadedObject &object, double load_ms) {
+  Tracer::VerifierWalk walk;
+  walk.load_ms = load_ms;
+  for (const auto &[label, p] : object.programs) {
+    bpf_prog_info info{};
+    __u32 len = sizeof(info);
+    if (bpf_prog_get_info_by_fd(bpf_program__fd(p), &info, &len) != 0)
+      continue;
+    spdlog::debug("verifier: {}: {} instructions walked, {} loaded", bpf_program__name(p), info.verified_insns,
+                  info.xlated_prog_len / 8);
+    if (info.verified_insns > walk.most) {
+      walk.most = info.verified_insns;
+      walk.most_program = bpf_program__name(p);
+    }
+  }
+  return walk;
+}
+
+}  // namespace
+
+uint32_t sample_below(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>((uint64_t{1} << 32) / n); }
+
+LoadedObject load_programs(const HookPlan &plan, const TracerConfig &config) {
+  LoadedObject o;
+  o.ncpus = libbpf_num_possible_cpus();
+  if (o.ncpus <= 0)
+    throw Error(ExitCode::Software, "cannot count possible CPUs");
+  o.skel.reset(netlatd_bpf__open());
+  if (!o.skel)
+    throw Error(ExitCode::Unavailable, "cannot open the BPF object: " + errno_text(errno));
+  set_rodata(*o.skel, plan, config);
+  o.aggregate = set_aggregate(*o.skel, config, o.ncpus);
+  o.programs = choose_programs(*o.skel, plan);
+  const uint64_t load_start = monotonic_ns();
+  load(*o.skel);
+  o.walk = verifier_walk(o, static_cast<double>(monotonic_ns() - load_start) / 1e6);
+  return o;
+}
+
+std::vector<Link> attach_programs(const LoadedObject &object) {
+  std::vector<Link> links;
+  for (const auto &[label, p] : object.programs) {
+    Link link(bpf_program__attach(p));
+    if (!link) {
+      const int err = errno;
+      throw Error(ExitCode::Unavailable, std::string("cannot attach ") + bpf_program__name(p) + ": " + errno_text(err));
+    }
+    links.push_back(std::move(link));
+  }
+  return links;
+}
+
+}  // namespace netlatd
