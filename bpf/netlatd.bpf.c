@@ -19,8 +19,10 @@
  *   udp/named/   where the kernel names each read's datagram (fentry):
  *                queue.bpf.h (the enqueue's stamp), read.bpf.h (consume, return)
  *   udp/order/   where only queue order says (docs/JOIN.md): state.bpf.h,
- *                slots.bpf.h, queue.bpf.h (data-ready), read_in.bpf.h (before
- *                the lock), decide.bpf.h, retire.bpf.h, drops.bpf.h, read.bpf.h
+ *                queue.bpf.h (data-ready), read_in.bpf.h (before the lock),
+ *                drops.bpf.h, read.bpf.h; and in plain C, which the unit
+ *                tier's checker compiles too: types.h, slots.h, decide.h,
+ *                retire.h, locked.h (the rules under the socket's lock)
  *   tcp/         state.bpf.h (segments, cursor), probe.bpf.h (tcp_probe),
  *                read.bpf.h (a read's byte range)
  *   emit/        record.bpf.h (the ring record's halves), emit.bpf.h (writing it)
@@ -57,7 +59,7 @@
 #include "filter/parse.bpf.h"
 #include "tcp/state.bpf.h"
 #include "filter/filter.bpf.h"
-#include "udp/order/slots.bpf.h"
+#include "udp/order/slots.h"
 #include "reader/wake.bpf.h"
 #include "udp/named/queue.bpf.h"
 #include "udp/order/queue.bpf.h"
@@ -69,8 +71,9 @@
 #include "tcp/read.bpf.h"
 #include "udp/named/read.bpf.h"
 #include "udp/order/read_in.bpf.h"
-#include "udp/order/decide.bpf.h"
-#include "udp/order/retire.bpf.h"
+#include "udp/order/decide.h"
+#include "udp/order/retire.h"
+#include "udp/order/locked.h"
 #include "udp/order/drops.bpf.h"
 #include "udp/order/read.bpf.h"
 

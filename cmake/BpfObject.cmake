@@ -44,7 +44,7 @@ function(netlatd_bpf_skeleton target source)
   set(skel ${NETLATD_BPF_GEN}/${stem}.skel.h)
   # Every header of bpf/, in its folders, and the plain-C ones it shares with
   # src/: an edit of any of them rebuilds the object and the skeleton.
-  file(GLOB_RECURSE bpf_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bpf/*.bpf.h)
+  file(GLOB_RECURSE bpf_headers CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/bpf/*.h)
   add_custom_command(OUTPUT ${obj}
     COMMAND ${NETLATD_CLANG} -target bpf -g -O2 -Wall -Wextra -Wno-unused-parameter -Werror
             -mcpu=v3 -D__TARGET_ARCH_${NETLATD_BPF_ARCH}

@@ -40,14 +40,6 @@ struct sk_buff___vlan_present {
 
 static __always_inline __u64 max_u64(__u64 a, __u64 b) { return a > b ? a : b; }
 
-/* How long before `now` the instant `then` was, as a nonzero 32-bit count of
- * nanoseconds; 0 when `then` is 0 (not seen), later than `now`, or 4 s or
- * more before it. */
-static __always_inline __u32 before(__u64 now, __u64 then)
-{
-	if (!then || then > now || now - then > 0xffffffffULL)
-		return 0;
-	return now - then ? (__u32)(now - then) : 1;
-}
+#include "lib/arith.h"
 
 #endif /* NETLATD_LIB_DEFS_BPF_H */

@@ -32,7 +32,7 @@ __u64 asks_last_ns[NETLATD_MAX_PORTS];
 #define ASK_HOLD_NS 1000000000ULL
 
 /* Which CPUs receive a watched port's packets. While one CPU alone does,
- * datagrams are pushed in the order they were queued (udp/order/decide.bpf.h relies
+ * datagrams are pushed in the order they were queued (udp/order/decide.h relies
  * on it). Written only when the CPU changes, so a single producer keeps the
  * line in its cache. */
 #define MULTI_PRODUCER_HOLD_NS 10000000 /* 10 ms */

@@ -4,6 +4,7 @@
 #ifndef NETLATD_LIB_VERIFIER_BPF_H
 #define NETLATD_LIB_VERIFIER_BPF_H
 
+#ifdef __bpf__
 /* The low 32 bits of a kernel pointer as a plain number. The verifier keeps
  * a pointer's type through C casts and refuses shifts or multiplies on it;
  * a 32-bit move is how it lets a program loaded with CAP_PERFMON turn one
@@ -29,7 +30,6 @@ static __always_inline __u64 ne_bit(__u64 a, __u64 b)
 		     : [d] "r"(d));
 	return n;
 }
-static __always_inline __u64 eq_bit(__u64 a, __u64 b) { return ne_bit(a, b) ^ 1; }
 /* a > b, for values below 2^63 */
 static __always_inline __u64 gt_bit(__u64 a, __u64 b)
 {
@@ -42,6 +42,15 @@ static __always_inline __u64 gt_bit(__u64 a, __u64 b)
 	return n;
 }
 
+#else
+/* The host (the unit tier's checker of udp/order/'s plain-C rules): the same
+ * values, in plain C. */
+static inline __u64 ne_bit(__u64 a, __u64 b) { return a != b; }
+static inline __u64 gt_bit(__u64 a, __u64 b) { return a > b; }
+#endif
+static __always_inline __u64 eq_bit(__u64 a, __u64 b) { return ne_bit(a, b) ^ 1; }
+
+#ifdef __bpf__
 /* A whole kernel pointer as a plain number, for arithmetic. The verifier lets
  * a program loaded with CAP_PERFMON store a pointer into a map value, and what
  * it loads back from there is a number: a store and a load on this CPU's
@@ -80,5 +89,10 @@ static __always_inline __u64 opaque_value(__u64 v, enum scratch_user who)
 	struct cpu_state *cs = this_cpu();
 	return cs ? opaque_on(cs, v, who) : v;
 }
+
+#else
+/* The host has no verifier to hide a value from. */
+#define opaque_on(cs, v, who) ((void)(cs), (__u64)(v))
+#endif
 
 #endif /* NETLATD_LIB_VERIFIER_BPF_H */

@@ -1,9 +1,25 @@
 /* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: a UDP socket's datagrams moved into its slots
- * (slots.bpf.h) when its data-ready call (or, on older kernels, the enqueue
+ * (slots.h) when its data-ready call (or, on older kernels, the enqueue
  * function's entry) sees them queued, in the order the socket queued them. */
 #ifndef NETLATD_UDP_ORDER_QUEUE_BPF_H
 #define NETLATD_UDP_ORDER_QUEUE_BPF_H
+
+/* Moves the stash entry of `skb_key` into a new slot. False when another CPU
+ * moved it first. Lock held. */
+static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
+					 __u64 now, struct push_counts *pushes)
+{
+	struct netlatd_stash_entry *e = stash_find(skb_key);
+	if (!e)
+		return false;
+	struct netlatd_rx rx;
+	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
+	if (!stash_claim(e, skb_key))
+		return false;
+	push_stamps(st, big, skb_key, &rx, now, pushes);
+	return true;
+}
 
 /* Whether this CPU alone has received the port's packets for a while. */
 static __always_inline bool sole_producer(int pidx, __u64 now)

@@ -15,37 +15,6 @@ static __always_inline void emit_out(struct cpu_state *cs, const struct read_vie
 	cs->n_out = 0;
 }
 
-/* A UDP read's decision under its socket's lock, on the slots in use. */
-static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
-{
-	int r;
-	if (!st->reader_tid)
-		st->reader_tid = in->tid;
-	else if (st->reader_tid != in->tid)
-		st->readers_many = 1;
-	r = decide_by_order(st, slots, mask, in, cs, hp);
-	/* The decision and the head as numbers the verifier does not know:
-	 * each outcome would otherwise be a walk of its own through all that
-	 * follows under the lock (942k instructions of its 1M budget on 6.18,
-	 * 375k with these). */
-	__u64 o = opaque_on(cs, ((__u64)hp->kind << 48) | ((__u64)(__u32)r << 32) | hp->idx, SCRATCH_RECV);
-	r = (int)((o >> 32) & 0xffff);
-	hp->kind = (enum head_kind)(o >> 48);
-	hp->idx = (__u32)o;
-	retire_marked(st, slots, mask, in, cs, hp);
-	resync_slots(st, slots, mask, in, cs);
-	advance_head(st, slots, mask);
-	return r;
-}
-
-static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_state *big,
-				      const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
-{
-	if (st->big && big)
-		return udp_decide_on(st, big->slots, UDP_BIG_SLOTS - 1, in, cs, hp);
-	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp);
-}
 
 /* No state yet: this read took a datagram no data-ready call of ours
  * has seen. With the producer side quiet, it was queued before netlatd
@@ -55,7 +24,7 @@ static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_
  * queued before attach after all, and `owed` is one too many. One too
  * many would let a retirement or a resync run while a read of a
  * datagram with a slot is in flight, so the socket is marked unsure
- * until no slot is left that a read could hold (retire.bpf.h
+ * until no slot is left that a read could hold (retire.h
  * resync_slots). */
 static __always_inline void udp_first_read(struct sock *sk, bool typed)
 {

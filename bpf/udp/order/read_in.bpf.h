@@ -139,16 +139,5 @@ static __always_inline __u64 queue_head(struct sock *sk, bool typed)
 	return !skb || skb == rq ? 0 : skb;
 }
 
-/* What a read knows before it takes its socket's lock (where no kfunc, not
- * even a type cast, may be called). */
-struct udp_read_in {
-	__u64 head;      /* queue_head() */
-	__u32 ret;       /* what the read returned */
-	__u32 bufsize;   /* 0 = unknown */
-	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
-	bool quiet;      /* producers_quiet() and no drops_pending, or pushes precede queueing */
-	bool sole;       /* one CPU alone feeds the port */
-	__u32 tid;       /* the reading thread */
-};
 
 #endif /* NETLATD_UDP_ORDER_READ_IN_BPF_H */

@@ -5,70 +5,12 @@
 #ifndef NETLATD_UDP_ORDER_STATE_BPF_H
 #define NETLATD_UDP_ORDER_STATE_BPF_H
 
+#include "types.h"
+
 /* Datagrams a UDP data-ready call walks back over from a queue's tail
  * (queue.bpf.h) for those without a slot yet (a bpf_loop walk: its
  * length costs nothing unless used). */
 #define UDP_MIRROR_WALK 128
-/* Records a UDP read builds under its socket's lock and emits after it. */
-#define UDP_OUT_MAX 32
-
-/* A UDP queue slot: one datagram, in the order the socket queued it. 64
- * bytes. Where no hook names the datagram a read took, every datagram the
- * socket queues gets a slot (queue.bpf.h): one netlatd tracked, or a
- * placeholder with no record to give (another interface's, one queued before
- * netlatd started, or one a read took before its data-ready call could look). */
-struct udp_slot {
-	struct netlatd_rx rx;  /* a placeholder: only rx.len (of a queued untracked one) */
-	__u64 skb;             /* 0: a placeholder for a datagram already dequeued */
-	__u32 queue_after;     /* queued, after rx.receive_ns */
-	__u8 state;            /* SLOT_LIVE, SLOT_DONE */
-	__u8 marked;           /* a candidate of an ambiguous read */
-	__u8 no_record;        /* a placeholder, or dropped by the kernel: nothing to emit */
-	__u8 gone;             /* dequeued before its slot was made: length unknown, and
-				* a candidate of every read wherever it sits */
-};
-#define SLOT_LIVE 1
-#define SLOT_DONE 2
-
-/* Datagrams one receive call may drop that its return settles (a read
- * among others taking bursts can meet several bad ones in a row). */
-#define READ_DROPS 8
-
-#define UDP_SMALL_SLOTS 8
-/* Slots a read or a data-ready call looks at past the head: the datagrams
- * taken by reads in flight and the newest ones. */
-#define UDP_SCAN 16
-/* 16 KiB: within net.core.optmem_max on 6.1 (20 KiB), which socket storage is
- * charged against. */
-#define UDP_BIG_SLOTS 256
-
-struct udp_sock_state {
-	struct bpf_spin_lock lock;  /* guards everything below and the socket's udp_big */
-	__u32 head;                 /* oldest slot not yet DONE */
-	__u32 tail;                 /* next slot to fill */
-	__u32 big;                  /* the slots live in the socket's udp_big storage */
-	__u32 marked;               /* LIVE slots marked by ambiguous reads */
-	__u32 owed;                 /* ambiguous reads, each of which took one marked slot */
-	__u32 incomplete;           /* a datagram got no slot: reads are no longer named */
-	__u32 gone;                 /* LIVE slots of datagrams dequeued before their slot was made */
-	__u32 live;                 /* LIVE slots */
-	__u32 missing;              /* datagrams that got no slot since the slots last mirrored
-				     * the queue (retire.bpf.h resync_slots) */
-	__u32 owed_unsure;          /* a read owed a datagram that may never get a slot
-				     * (netlatd.bpf.c on_udp_read): owed may be one too many */
-	__u32 owed_unseen;          /* an owing read may have left its own datagram unmarked:
-				     * its candidates ran past UDP_MARK_REACH (decide.bpf.h) */
-	__u32 reader_tid;           /* the first thread to read the socket */
-	__u32 readers_many;         /* another thread has read it too */
-	__u32 resynced;             /* the slots were resynced at least once */
-	__u32 drops_unsure;         /* a read dropped a datagram whose slot could not be told
-				     * for sure: stale slots are never written out (resync_slots) */
-	struct udp_slot small[UDP_SMALL_SLOTS];
-};
-
-struct udp_big_state {
-	struct udp_slot slots[UDP_BIG_SLOTS];
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
@@ -85,5 +27,32 @@ struct {
 	__type(key, int);
 	__type(value, struct udp_big_state);
 } udp_bigs SEC(".maps");
+
+/* The socket's big slots, when it has (or may need) them. Looked up before
+ * the lock; under it, `st->big` set with no `big` means another CPU promoted
+ * the socket in between (see lock_with_big). */
+static __always_inline struct udp_big_state *udp_big_of(struct sock *sk, struct udp_sock_state *st, bool create)
+{
+	if (!create && !st->big)
+		return NULL;
+	struct udp_big_state *big = bpf_sk_storage_get(&udp_bigs, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
+	return big || !create ? big : bpf_sk_storage_get(&udp_bigs, sk, 0, 0);
+}
+
+/* Takes the socket's lock with its big slots at hand: a promotion between the
+ * lookup and the lock is rare, and answered by looking again. Returns with
+ * the lock held, or NULL (unlocked) when the big slots cannot be had. */
+static __always_inline struct udp_sock_state *lock_with_big(struct sock *sk, struct udp_sock_state *st,
+							     struct udp_big_state **big)
+{
+	for (int i = 0; i < 2; i++) {
+		bpf_spin_lock(&st->lock);
+		if (!st->big || *big)
+			return st;
+		bpf_spin_unlock(&st->lock);
+		*big = udp_big_of(sk, st, false);
+	}
+	return NULL;
+}
 
 #endif /* NETLATD_UDP_ORDER_STATE_BPF_H */

@@ -2,8 +2,8 @@
 /* netlatd kernel side: after a UDP read's decision, under its socket's lock:
  * the datagrams of ambiguous reads written out, the slots resynced, the head
  * moved on. */
-#ifndef NETLATD_UDP_ORDER_RETIRE_BPF_H
-#define NETLATD_UDP_ORDER_RETIRE_BPF_H
+#ifndef NETLATD_UDP_ORDER_RETIRE_H
+#define NETLATD_UDP_ORDER_RETIRE_H
 
 /* Datagrams read by ambiguous reads that returned, written as packet-only
  * records (no reader) once it is certain that no read in flight holds them.
@@ -128,4 +128,4 @@ static __always_inline void advance_head(struct udp_sock_state *st, struct udp_s
 		st->big = 0;
 }
 
-#endif /* NETLATD_UDP_ORDER_RETIRE_BPF_H */
+#endif /* NETLATD_UDP_ORDER_RETIRE_H */

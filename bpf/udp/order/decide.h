@@ -2,8 +2,8 @@
 /* netlatd kernel side: which datagram a UDP read returned, by the socket's
  * queue order, its head and the read's length (docs/JOIN.md); a read they
  * cannot decide is counted as ambiguous, never guessed. */
-#ifndef NETLATD_UDP_ORDER_DECIDE_BPF_H
-#define NETLATD_UDP_ORDER_DECIDE_BPF_H
+#ifndef NETLATD_UDP_ORDER_DECIDE_H
+#define NETLATD_UDP_ORDER_DECIDE_H
 
 /* How far past its head an ambiguous read marks its candidates (decide_by_order). */
 #define UDP_MARK_REACH 64
@@ -28,7 +28,6 @@ static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok
 	return eq_bit(len, ret) | (gt_bit(len, ret) & trunc_ok);
 }
 
-enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED };
 
 /* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
  * of live, marked and gone slots kept. Branch-free: settle_on runs it per
@@ -55,12 +54,6 @@ static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot
 	slot_done(st, s, 1);
 }
 
-/* Where the socket's queues stand. */
-enum head_kind { HEAD_EMPTY, HEAD_UNPUSHED, HEAD_SLOT };
-struct head_pos {
-	enum head_kind kind;
-	__u32 idx;  /* HEAD_SLOT: its slot */
-};
 
 /* The head's slot, if it has one. Lock held. */
 static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_state *st, struct udp_slot *slots,
@@ -214,4 +207,4 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	return READ_AMBIGUOUS;
 }
 
-#endif /* NETLATD_UDP_ORDER_DECIDE_BPF_H */
+#endif /* NETLATD_UDP_ORDER_DECIDE_H */

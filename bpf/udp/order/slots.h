@@ -4,8 +4,8 @@
  * storage once a socket holds more). Everything in a socket's slots changes
  * under its bpf_spin_lock, where no helper may be called: counts are
  * collected in a struct and added after the unlock. */
-#ifndef NETLATD_UDP_ORDER_SLOTS_BPF_H
-#define NETLATD_UDP_ORDER_SLOTS_BPF_H
+#ifndef NETLATD_UDP_ORDER_SLOTS_H
+#define NETLATD_UDP_ORDER_SLOTS_H
 
 static __always_inline struct udp_slot *slot_at(struct udp_sock_state *st, struct udp_big_state *big, __u32 i)
 {
@@ -14,39 +14,7 @@ static __always_inline struct udp_slot *slot_at(struct udp_sock_state *st, struc
 	return &st->small[i & (UDP_SMALL_SLOTS - 1)];
 }
 
-/* The socket's big slots, when it has (or may need) them. Looked up before
- * the lock; under it, `st->big` set with no `big` means another CPU promoted
- * the socket in between (see lock_with_big). */
-static __always_inline struct udp_big_state *udp_big_of(struct sock *sk, struct udp_sock_state *st, bool create)
-{
-	if (!create && !st->big)
-		return NULL;
-	struct udp_big_state *big = bpf_sk_storage_get(&udp_bigs, sk, 0, create ? BPF_SK_STORAGE_GET_F_CREATE : 0);
-	return big || !create ? big : bpf_sk_storage_get(&udp_bigs, sk, 0, 0);
-}
 
-/* Takes the socket's lock with its big slots at hand: a promotion between the
- * lookup and the lock is rare, and answered by looking again. Returns with
- * the lock held, or NULL (unlocked) when the big slots cannot be had. */
-static __always_inline struct udp_sock_state *lock_with_big(struct sock *sk, struct udp_sock_state *st,
-							     struct udp_big_state **big)
-{
-	for (int i = 0; i < 2; i++) {
-		bpf_spin_lock(&st->lock);
-		if (!st->big || *big)
-			return st;
-		bpf_spin_unlock(&st->lock);
-		*big = udp_big_of(sk, st, false);
-	}
-	return NULL;
-}
-
-/* Counts a push made under the lock, added after it. */
-struct push_counts {
-	__u32 pushed;      /* slots filled */
-	__u32 full;        /* claimed but no slot left */
-	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
-};
 
 /* Room for `n` more slots: promotes the socket to its big slots (copying the
  * live window) when the inline ones cannot take them and `big` is at hand.
@@ -157,32 +125,24 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 	return s;
 }
 
-/* Moves the stash entry of `skb_key` into a new slot. False when another CPU
- * moved it first. Lock held. */
-static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
-					 __u64 now, struct push_counts *pushes)
+
+/* A new slot for a tracked datagram: its stamps `rx`, just moved out of the
+ * stash entry at `skb`, queued before `now`. Lock held. */
+static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
+					const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
 {
-	struct netlatd_stash_entry *e = stash_find(skb_key);
-	if (!e)
-		return false;
-	struct netlatd_rx rx;
-	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
-	if (!stash_claim(e, skb_key))
-		return false;
 	struct udp_slot *s = slot_append(st, big, pushes);
 	if (!s)
-		return true;
-	__builtin_memcpy(&s->rx, &rx, sizeof(rx));
-	s->skb = skb_key;
-	s->queue_after = before(now, rx.receive_ns);
+		return;
+	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
+	s->skb = skb;
+	s->queue_after = before(now, rx->receive_ns);
 	pushes->pushed++;
-	return true;
 }
 
 /* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
- * `len` bytes, seen queued before `now`, which stands for its receive stamp
- * in find_named_slot), or already dequeued (skb 0: `gone`, marked, since a
- * read took it and may have been left undecided, see decide.bpf.h). Lock
+ * `len` bytes, seen queued before `now`), or already dequeued (skb 0: `gone`, marked, since a
+ * read took it and may have been left undecided, see decide.h). Lock
  * held. */
 static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
 					     __u32 len, __u64 now, struct push_counts *pushes)
@@ -202,4 +162,4 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 	}
 }
 
-#endif /* NETLATD_UDP_ORDER_SLOTS_BPF_H */
+#endif /* NETLATD_UDP_ORDER_SLOTS_H */

@@ -1,0 +1,97 @@
+/* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
+/* netlatd kernel side: the types of the UDP join by queue order, in plain C:
+ * the BPF object and the unit tier's checker of its rules
+ * (tests/unit/order/) compile the same definitions. */
+#ifndef NETLATD_UDP_ORDER_TYPES_H
+#define NETLATD_UDP_ORDER_TYPES_H
+
+/* Records a UDP read builds under its socket's lock and emits after it. */
+#define UDP_OUT_MAX 32
+
+/* A UDP queue slot: one datagram, in the order the socket queued it. 64
+ * bytes. Where no hook names the datagram a read took, every datagram the
+ * socket queues gets a slot (queue.bpf.h): one netlatd tracked, or a
+ * placeholder with no record to give (another interface's, one queued before
+ * netlatd started, or one a read took before its data-ready call could look). */
+struct udp_slot {
+	struct netlatd_rx rx;  /* a placeholder: only rx.len (of a queued untracked one) */
+	__u64 skb;             /* 0: a placeholder for a datagram already dequeued */
+	__u32 queue_after;     /* queued, after rx.receive_ns */
+	__u8 state;            /* SLOT_LIVE, SLOT_DONE */
+	__u8 marked;           /* a candidate of an ambiguous read */
+	__u8 no_record;        /* a placeholder, or dropped by the kernel: nothing to emit */
+	__u8 gone;             /* dequeued before its slot was made: length unknown, and
+				* a candidate of every read wherever it sits */
+};
+#define SLOT_LIVE 1
+#define SLOT_DONE 2
+
+/* Datagrams one receive call may drop that its return settles (a read
+ * among others taking bursts can meet several bad ones in a row). */
+#define READ_DROPS 8
+
+#define UDP_SMALL_SLOTS 8
+/* Slots a read or a data-ready call looks at past the head: the datagrams
+ * taken by reads in flight and the newest ones. */
+#define UDP_SCAN 16
+/* 16 KiB: within net.core.optmem_max on 6.1 (20 KiB), which socket storage is
+ * charged against. */
+#define UDP_BIG_SLOTS 256
+
+struct udp_sock_state {
+	struct bpf_spin_lock lock;  /* guards everything below and the socket's udp_big */
+	__u32 head;                 /* oldest slot not yet DONE */
+	__u32 tail;                 /* next slot to fill */
+	__u32 big;                  /* the slots live in the socket's udp_big storage */
+	__u32 marked;               /* LIVE slots marked by ambiguous reads */
+	__u32 owed;                 /* ambiguous reads, each of which took one marked slot */
+	__u32 incomplete;           /* a datagram got no slot: reads are no longer named */
+	__u32 gone;                 /* LIVE slots of datagrams dequeued before their slot was made */
+	__u32 live;                 /* LIVE slots */
+	__u32 missing;              /* datagrams that got no slot since the slots last mirrored
+				     * the queue (retire.h resync_slots) */
+	__u32 owed_unsure;          /* a read owed a datagram that may never get a slot
+				     * (netlatd.bpf.c on_udp_read): owed may be one too many */
+	__u32 owed_unseen;          /* an owing read may have left its own datagram unmarked:
+				     * its candidates ran past UDP_MARK_REACH (decide.h) */
+	__u32 reader_tid;           /* the first thread to read the socket */
+	__u32 readers_many;         /* another thread has read it too */
+	__u32 resynced;             /* the slots were resynced at least once */
+	__u32 drops_unsure;         /* a read dropped a datagram whose slot could not be told
+				     * for sure: stale slots are never written out (resync_slots) */
+	struct udp_slot small[UDP_SMALL_SLOTS];
+};
+
+struct udp_big_state {
+	struct udp_slot slots[UDP_BIG_SLOTS];
+};
+
+/* Counts a push made under the lock, added after it. */
+struct push_counts {
+	__u32 pushed;      /* slots filled */
+	__u32 full;        /* claimed but no slot left */
+	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
+};
+
+/* What a read knows before it takes its socket's lock (where no kfunc, not
+ * even a type cast, may be called). */
+struct udp_read_in {
+	__u64 head;      /* queue_head() */
+	__u32 ret;       /* what the read returned */
+	__u32 bufsize;   /* 0 = unknown */
+	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
+	bool quiet;      /* producers_quiet() and no drops_pending, or pushes precede queueing */
+	bool sole;       /* one CPU alone feeds the port */
+	__u32 tid;       /* the reading thread */
+};
+
+enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED };
+
+/* Where the socket's queues stand. */
+enum head_kind { HEAD_EMPTY, HEAD_UNPUSHED, HEAD_SLOT };
+struct head_pos {
+	enum head_kind kind;
+	__u32 idx;  /* HEAD_SLOT: its slot */
+};
+
+#endif /* NETLATD_UDP_ORDER_TYPES_H */

@@ -1,0 +1,49 @@
+/* bpf/udp/order/'s plain-C rules, compiled for the host (rules_host.h). */
+#include "rules_host.h"
+
+#include <string.h>
+
+#ifndef __always_inline
+#define __always_inline inline __attribute__((always_inline))
+#endif
+#define __noinline __attribute__((noinline))
+
+/* The part of the BPF object's per-CPU state the rules use: a read's records. */
+struct cpu_state {
+	__u32 n_out;
+	struct udp_slot out[UDP_OUT_MAX];
+	__u8 out_ambiguous[UDP_OUT_MAX];
+};
+
+bool (*order_stash_has)(__u64 skb);
+
+static __always_inline const void *stash_find(__u64 skb) { return order_stash_has(skb) ? &order_stash_has : NULL; }
+
+#include "lib/arith.h"
+#include "lib/verifier.bpf.h"
+#include "udp/order/slots.h"
+#include "udp/order/decide.h"
+#include "udp/order/retire.h"
+#include "udp/order/locked.h"
+
+int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
+	       struct order_out *out)
+{
+	struct cpu_state cs = {0};
+	struct head_pos hp = {.kind = HEAD_EMPTY};
+	int r = udp_decide(st, big, in, &cs, &hp);
+	out->n = cs.n_out;
+	memcpy(out->out, cs.out, sizeof(out->out));
+	memcpy(out->ambiguous, cs.out_ambiguous, sizeof(out->ambiguous));
+	return r;
+}
+
+void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
+		__u32 len, struct push_counts *pushes)
+{
+	if (!rx) {
+		push_placeholder(st, big, skb, len, 0, pushes);
+		return;
+	}
+	push_stamps(st, big, skb, rx, rx->receive_ns + 1, pushes);
+}

@@ -1,0 +1,48 @@
+/* The queue-order rules of bpf/udp/order/ (types.h, slots.h, decide.h,
+ * retire.h, locked.h), compiled for the host: the very code the BPF object
+ * runs under a UDP socket's lock, for the unit tier's checker
+ * (tests/unit/test_order_rules.cpp). */
+#ifndef NETLATD_TESTS_ORDER_RULES_HOST_H
+#define NETLATD_TESTS_ORDER_RULES_HOST_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+#include <linux/bpf.h>
+
+#include "netlatd/abi.h"
+#include "udp/order/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a read's turn under the lock wrote out: slots copied as records, each
+ * with its reader (0) or packet-only (1). */
+struct order_out {
+	__u32 n;
+	struct udp_slot out[UDP_OUT_MAX];
+	__u8 ambiguous[UDP_OUT_MAX];
+};
+
+/* Whether the stash still holds a datagram at this address (not yet moved
+ * into a slot): the checker's model answers for resolve_head. */
+extern bool (*order_stash_has)(__u64 skb);
+
+/* A read's turn under its socket's lock (locked.h udp_decide): its decision
+ * (enum read_result), the records it writes out. `big` NULL: the socket has
+ * only its inline slots. */
+int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
+	       struct order_out *out);
+
+/* A data-ready call's one slot, under the lock: for a tracked datagram still
+ * queued (its stamps `rx`, at `skb`), a queued one netlatd does not track
+ * (`rx` NULL: a placeholder of `len` bytes), or one a read already took
+ * (`skb` 0: a gone placeholder). */
+void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
+		__u32 len, struct push_counts *pushes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
