@@ -215,28 +215,24 @@ struct Checker {
       nr.in.quiet = quiet(s);
       nr.in.tid = static_cast<uint32_t>(r) + 1;
       nr.phase = kLooked;
-      if (sc.reads_wait_quiet) {
-        path.push_back("R" + std::to_string(r) + "look+lock" + std::to_string(rd.dgram));
-        locked_turn(n, r);
-        path.pop_back();
-        nr.phase = kIdle;
-        nr.dgram = -1;
-        nr.in = udp_read_in{};
-        step(n, "R" + std::to_string(r) + "look+lock" + std::to_string(rd.dgram));
-        return true;
-      }
+      if (sc.reads_wait_quiet)
+        return finish_read(n, r, "look+lock");
     } else {
-      path.push_back("R" + std::to_string(r) + "lock" + std::to_string(rd.dgram));
-      locked_turn(n, r);
-      path.pop_back();
-      nr.phase = kIdle;
-      nr.dgram = -1;
-      nr.in = udp_read_in{};
-      step(n, "R" + std::to_string(r) + "lock" + std::to_string(rd.dgram));
-      return true;
+      return finish_read(n, r, "lock");
     }
     step(n, "R" + std::to_string(r) + (nr.phase == kHolding ? "take" : "look") + std::to_string(nr.dgram) +
                 (nr.phase == kLooked && !nr.in.quiet ? "(busy)" : ""));
+    return true;
+  }
+
+  // The read's turn under the lock, then the reader is free for its next read.
+  bool finish_read(State &n, int r, const char *what) {
+    const std::string label = "R" + std::to_string(r) + what + std::to_string(n.readers[r].dgram);
+    path.push_back(label);
+    locked_turn(n, r);
+    path.pop_back();
+    n.readers[r] = Reader{};
+    step(n, label);
     return true;
   }
 
