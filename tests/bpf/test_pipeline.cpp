@@ -307,15 +307,24 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
   // 1 ms apart, the readers are asleep in their calls for nearly every packet;
   // one that finds its packet already there has no call start on 6.18, and
   // its sock_queue and oncpu are left out, never guessed. A record without
-  // its reader has the stages up to the queue only.
+  // its reader has the stages up to the queue only. A TCP segment queued
+  // where tcp_probe does not fire has no queue stamp, counted: the first
+  // one can overtake the handshake's last ACK from the other CPU and be
+  // queued by tcp_rcv_state_process (1 run in some tens in the 6.1 guest).
+  INFO("records without a queue stamp " << t.queue_unseen);
+  CHECK(t.queue_unseen <= 3);
   for (const char *s : kStages) {
     INFO(s);
     const std::string name(s);
     const uint64_t read = t.packets - t.reader_unknown;
     if (name == "sock_queue" || name == "oncpu") {
       CHECK(t.stage_count[s] <= read);
-      CHECK(t.stage_count[s] >= t.packets * 9 / 10 - t.reader_unknown);
-    } else if (name == "in_socket" || name == "total") {
+      CHECK(t.stage_count[s] >= t.packets * 9 / 10 - t.reader_unknown - t.queue_unseen);
+    } else if (name == "in_socket") {
+      CHECK(t.stage_count[s] + t.queue_unseen == read);
+    } else if (name == "netif_receive") {
+      CHECK(t.stage_count[s] + t.queue_unseen == t.packets);
+    } else if (name == "total") {
       CHECK(t.stage_count[s] == read);
     } else {
       CHECK(t.stage_count[s] == t.packets);

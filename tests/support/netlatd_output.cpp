@@ -43,6 +43,7 @@ Totals parse_lines(const std::string &out) {
     t.untracked_reads += j["untracked_reads"].get<uint64_t>();
     t.sampled_out += j.at("sampled_out").get<uint64_t>();
     t.reader_unknown += j["reader_unknown"].get<uint64_t>();
+    t.queue_unseen += j.at("queue_unseen").get<uint64_t>();
     const nlohmann::json &tb = j.at("tcp_bytes");
     t.tcp_read += tb.at("read").get<uint64_t>();
     t.tcp_reported += tb.at("reported").get<uint64_t>();

@@ -19,6 +19,9 @@ struct Totals {
   // Reads whose datagram netlatd could not name, reads of datagrams it never
   // tracked, and records that carry a packet's stamps but no reader.
   uint64_t ambiguous_reads = 0, untracked_reads = 0, reader_unknown = 0;
+  // TCP records without a socket-queue stamp: queued where tcp_probe does
+  // not fire (the segment that completes a handshake), or nested in it.
+  uint64_t queue_unseen = 0;
   // --sample: the matching packets left out at the filter.
   uint64_t sampled_out = 0;
   // TCP payload: read by receive calls, in records, skipped in counted gaps.
