@@ -113,7 +113,17 @@ struct OptionSpec {
   void (*check)(const Options &o) = nullptr;
 };
 
-// The table of options/option_table.cpp, in --help's order.
+// The table of option_table.cpp, in --help's order.
 std::span<const OptionSpec> option_specs();
+
+// option_checks.cpp: the config file's lists into Options (the table's
+// from_toml), and what validate() asks of --iface and --port (its check).
+void toml_iface(const toml::node &n, const TomlFile &f);
+void toml_ports(const toml::node &n, const TomlFile &f);
+void toml_by(const toml::node &n, const TomlFile &f);
+void toml_cgroups(const toml::node &n, const TomlFile &f);
+void toml_irq(const toml::node &n, const TomlFile &f);
+void check_iface(const Options &o);
+void check_ports(const Options &o);
 
 }  // namespace netlatd
