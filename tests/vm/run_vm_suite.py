@@ -30,7 +30,7 @@ import time
 
 from run_vm_test import TCG
 from vm_accel import choose_accel
-from vm_guest import (MARK, Guest, fetch_kernel, host_cpu_times, log, module_load_order, report_host_cpu,
+from vm_guest import (MARK, Guest, cpio_gz, fetch_kernel, host_cpu_times, log, module_load_order, report_host_cpu,
                       report_lockup, shared_libs, skip, tcg_artifact)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -110,19 +110,6 @@ def place(root, path, src, strip=False):
     shutil.copymode(src, dst)
 
 
-def cpio_gz(root, image):
-    files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
-    with open(image, "wb") as out:
-        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet", "-R", "0:0"], cwd=root,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=out)
-        cpio.stdout.close()
-        cpio.communicate(files)
-        gz.wait()
-        if cpio.returncode or gz.returncode:
-            raise RuntimeError("cpio | gzip failed")
-
-
 def build_overlay(args, work, modules, tests):
     """The second archive of the initramfs: /init, the test binary, netlatd,
     the tools and their libraries at their own paths, the modules, and what
@@ -152,7 +139,7 @@ def build_overlay(args, work, modules, tests):
         for name in tests:
             f.write(catch_spec(name) + "\n")
     image = os.path.join(work, "overlay.cpio.gz")
-    cpio_gz(root, image)
+    cpio_gz(root, image, owner="0:0")
     shutil.rmtree(root)
     return image
 

@@ -119,6 +119,21 @@ def copy_dynamic(root, binary):
     return dirs
 
 
+def cpio_gz(root, image, owner=None):
+    """Everything under `root` into `image`, a gzipped newc cpio archive;
+    `owner` ("0:0") gives every file that owner, else each keeps its own."""
+    files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
+    with open(image, "wb") as out:
+        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet"] + (["-R", owner] if owner else []), cwd=root,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=out)
+        cpio.stdout.close()
+        cpio.communicate(files)
+        gz.wait()
+        if cpio.returncode or gz.returncode:
+            raise RuntimeError("cpio | gzip failed")
+
+
 def build_initramfs(work, source_dir, modules, static_bins, dynamic_bins, extra_files, conf):
     """An initramfs of busybox, the modules (in load order), the test's
     static binaries in /bin, dynamic ones with their libraries in /usr/bin,
@@ -146,16 +161,7 @@ def build_initramfs(work, source_dir, modules, static_bins, dynamic_bins, extra_
             f.write(f"{k}={shlex.quote(str(v))}\n")
 
     image = os.path.join(work, "initramfs.cpio.gz")
-    files = subprocess.run(["find", "."], cwd=root, capture_output=True, check=True).stdout
-    with open(image, "wb") as out:
-        cpio = subprocess.Popen(["cpio", "-o", "-H", "newc", "--quiet"], cwd=root,
-                                stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        gz = subprocess.Popen(["gzip", "-1"], stdin=cpio.stdout, stdout=out)
-        cpio.stdout.close()
-        cpio.communicate(files)
-        gz.wait()
-        if cpio.returncode or gz.returncode:
-            raise RuntimeError("cpio | gzip failed")
+    cpio_gz(root, image)
     shutil.rmtree(root)  # a copy of what is in the image now
     log(f"initramfs {os.path.getsize(image) // 1024} KiB")
     return image
