@@ -54,13 +54,6 @@ int64_t ms_since(Clock::time_point t) {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 void write_file(const fs::path &p, const std::string &text) {
   std::ofstream out(p, std::ios::trunc);
   out << text;

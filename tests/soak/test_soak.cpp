@@ -68,13 +68,6 @@ int64_t mono_ns() {
 
 void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
-std::string slurp(const fs::path &p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 // The veth pair deleted and made again in the same namespaces (the senders
 // and readers stay in theirs), with the same names and addresses.
 void delete_interface(const VethNamespaces &net) {

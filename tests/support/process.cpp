@@ -10,22 +10,12 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <thread>
 
+#include "scratch.hpp"
+
 namespace nltest {
-namespace {
-
-std::string slurp(const std::string &path) {
-  std::ifstream f(path);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
-
-}  // namespace
 
 Process::Process(std::vector<std::string> argv, std::vector<std::string> env) {
   char tmpl[] = "/tmp/netlatd-test-XXXXXX";

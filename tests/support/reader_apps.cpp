@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -13,13 +12,6 @@
 
 namespace nltest {
 namespace {
-
-std::string slurp(const std::filesystem::path &p) {
-  std::ifstream f(p);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
 
 std::vector<std::string> tool_argv(const char *binary, const std::string &ns, const std::string &mode,
                                    const std::vector<std::string> &args, const std::filesystem::path &log) {

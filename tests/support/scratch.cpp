@@ -34,6 +34,13 @@ std::string read_file(const std::filesystem::path &path) {
   return text.str();
 }
 
+std::string slurp(const std::filesystem::path &path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 TempDir::TempDir(const std::string &prefix) {
   std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());

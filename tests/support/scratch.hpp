@@ -16,6 +16,8 @@ CommandResult run_command(const std::string &command);
 
 // The whole file; throws std::runtime_error if it cannot be read.
 std::string read_file(const std::filesystem::path &path);
+// The whole file, or "" when it cannot be read (not written yet, or gone).
+std::string slurp(const std::filesystem::path &path);
 
 // `prefix` + a unique suffix under /tmp; throws std::runtime_error if it
 // cannot be made.
