@@ -7,7 +7,8 @@
  * headers before it define, so the order below is the order they need.
  *
  *   lib/         defs.bpf.h (constants, kernel struct flavours), config.bpf.h
- *                (rodata set before load), ring.bpf.h (the ring, counters,
+ *                (rodata set before load), ops.bpf.h (--count-ops: the
+ *                helpers counted), ring.bpf.h (the ring, counters,
  *                drops), cpu.bpf.h (per-CPU state), verifier.bpf.h (every
  *                verifier workaround), ports.bpf.h (the watched ports)
  *   filter/      watch.bpf.h (watched devices), stash.bpf.h (UDP datagrams in
@@ -47,6 +48,7 @@
 #include "netlatd/stage_math.h"
 #include "lib/defs.bpf.h"
 #include "lib/config.bpf.h"
+#include "lib/ops.bpf.h"
 #include "lib/ring.bpf.h"
 #include "udp/order/state.bpf.h"
 #include "lib/cpu.bpf.h"

@@ -274,6 +274,20 @@ enum netlatd_counter {
 	NETLATD_CNT_COUNT
 };
 
+/* --count-ops (a diagnostic run, the bench's counting run): what the BPF
+ * programs did, counted at each helper call by bpf/lib/ops.bpf.h, into the
+ * global array `op_counts` (.bss). Off, the verifier drops the counting. */
+enum netlatd_op {
+	NETLATD_OP_LOCK_PAIRS = 0, /* bpf_spin_lock (each is paired with an unlock) */
+	NETLATD_OP_RING_RESERVES,  /* bpf_ringbuf_reserve, bpf_ringbuf_output */
+	NETLATD_OP_MAP_LOOKUPS,    /* bpf_map_lookup_elem (inlined array ones too), bpf_{sk,task}_storage_get */
+	NETLATD_OP_MAP_UPDATES,    /* bpf_map_update_elem, bpf_map_delete_elem */
+	NETLATD_OP_CLOCK_READS,    /* bpf_ktime_get_ns, bpf_ktime_get_boot_ns */
+	NETLATD_OP_COUNT
+};
+/* Their names in the JSON lines' "ops" object, in the enum's order. */
+#define NETLATD_OP_NAMES "lock_pairs", "ring_reserves", "map_lookups", "map_updates", "clock_reads"
+
 /* The `drops` and `counters` maps hold one per-CPU block each, indexed by
  * the enums above: a packet's counts (matched, queued, emitted) share one
  * cache line, where an element per count took a line, and a lookup of the

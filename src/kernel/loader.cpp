@@ -62,6 +62,7 @@ void set_rodata(netlatd_bpf &skel, const HookPlan &plan, const TracerConfig &con
     skel.rodata->targ_ports[i] = config.ports[i];
   skel.rodata->targ_nports = static_cast<__u32>(config.ports.size());
   skel.rodata->targ_sample_below = sample_below(config.sample);
+  skel.rodata->targ_count_ops = config.count_ops;
   skel.rodata->targ_wakeup_bytes = config.ringbuf_bytes / 4;
   skel.rodata->targ_reader_cgroup = config.reader_cgroup;
   if (config.cgroup_dirs.size() > NETLATD_MAX_CGROUP_FILTERS)

@@ -169,6 +169,18 @@ std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
   return counters;
 }
 
+std::optional<std::array<uint64_t, NETLATD_OP_COUNT>> Tracer::op_totals() const {
+  const netlatd_bpf &skel = *impl_->object.skel;
+  if (!skel.rodata->targ_count_ops)
+    return std::nullopt;
+  // One global array (.bss, mapped into the daemon): the programs add to it
+  // atomically; a plain read of each count here is enough for a report.
+  std::array<uint64_t, NETLATD_OP_COUNT> ops{};
+  for (size_t i = 0; i < ops.size(); i++)
+    ops[i] = __atomic_load_n(&skel.bss->op_counts[i], __ATOMIC_RELAXED);
+  return ops;
+}
+
 Tracer::SweepResult Tracer::sweep_stash(uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
   return impl_->state.sweep_stash(monotonic_ns(), inflight_max_age_ns, unread_max_age_ns);
 }
@@ -197,6 +209,7 @@ KernelCounts read_kernel_counts(const Tracer &tracer) {
   k.drops = tracer.drop_totals();
   k.counters = tracer.counter_totals();
   k.hook_misses = tracer.hook_misses();
+  k.ops = tracer.op_totals();
   return k;
 }
 

@@ -27,6 +27,12 @@ const char *drop_name(int reason) {
   return "unknown";
 }
 
+const char *op_name(int op) {
+  static const char *const names[] = {NETLATD_OP_NAMES};
+  static_assert(std::size(names) == NETLATD_OP_COUNT, "a name for each of enum netlatd_op");
+  return op >= 0 && op < NETLATD_OP_COUNT ? names[op] : "unknown";
+}
+
 void RunningCount::read(uint64_t reading) {
   // Below the last reading: the counter began again at 0 and all of it is
   // new. A difference taken regardless would wrap to some 1.8e19.
@@ -45,6 +51,12 @@ void Losses::start(const KernelCounts &k) {
     drops_[i] = RunningCount(k.drops[i]);
   for (size_t i = 0; i < counters_.size(); i++)
     counters_[i] = RunningCount(k.counters[i]);
+  ops_.reset();
+  if (k.ops) {
+    ops_.emplace();
+    for (size_t i = 0; i < ops_->size(); i++)
+      (*ops_)[i] = RunningCount((*k.ops)[i]);
+  }
   // From the programs' load, not from now: the records of packets matched
   // since the attach wait in the ring and go to the first interval, so the
   // packets must count there too (the maps are new at load: nothing before).
@@ -67,6 +79,9 @@ void Losses::read(const KernelCounts &k, uint64_t output_dropped, uint64_t outli
     counters_[i].read(k.counters[i]);
   for (const auto &[hook, n] : k.hook_misses)
     hook_misses_[hook].read(n);
+  if (ops_ && k.ops)
+    for (size_t i = 0; i < ops_->size(); i++)
+      (*ops_)[i].read((*k.ops)[i]);
   matching_.read(matching_now());
   output_dropped_.read(output_dropped);
   outliers_rate_limited_.read(outliers_rate_limited);
@@ -106,6 +121,9 @@ void Losses::end_interval(IntervalReport &r) {
     r.napi = NapiStats{polls, packets, budget_full};
   for (auto &[hook, count] : hook_misses_)
     r.hook_misses[hook] = count.take();
+  if (ops_)
+    for (size_t i = 0; i < ops_->size(); i++)
+      r.ops[op_name(static_cast<int>(i))] = (*ops_)[i].take();
   // Counted, not shown in the line: marked all the same, so that each
   // interval has its own share.
   for (int i : {NETLATD_CNT_MATCHED, NETLATD_CNT_QUEUED, NETLATD_CNT_EMITTED, NETLATD_CNT_IRQ})

@@ -186,6 +186,8 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r, Cgr
   for (const auto &[hook, n] : r.hook_misses)
     misses[hook] = n;
   j["hook_misses"] = std::move(misses);
+  if (!r.ops.empty())
+    j["ops"] = r.ops;  // --count-ops
   j["reader_unknown"] = agg.reader_unknown();
   if (!r.cgroup_filtered.empty()) {
     Json filtered = Json::object();

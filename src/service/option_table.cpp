@@ -250,6 +250,15 @@ const OptionSpec kOptions[] = {
        if (!valid_sample(o.sample))
          throw Error(ExitCode::Usage, "--" + kSampleRange);
      }},
+    {{"--count-ops", "count_ops",
+      "Diagnostic: count the BPF programs' lock pairs, ring reservations, map lookups and updates, clock reads",
+      Reload::NeedsRestart,
+      [](const Options &running, Options &next) {
+        return keep_if_changed<&Options::count_ops>(
+            running, next, "count_ops differs from the running one; restart netlatd to apply it");
+      }},
+     bind_flag<&Options::count_ops>, nullptr,
+     [](const toml::node &n, const TomlFile &f) { f.into.count_ops = f.boolean(n, "count_ops"); }},
     {{"--aggregate", "aggregate",
       "Keep the per-stage histograms in the kernel: a record only for outliers and what it cannot add",
       Reload::NeedsRestart,

@@ -31,6 +31,7 @@ TracerConfig tracer_config(const Options &opts, std::vector<std::string> cgroup_
   TracerConfig c;
   c.ports = opts.ports;
   c.sample = opts.sample;
+  c.count_ops = opts.count_ops;
   c.ringbuf_bytes = opts.ringbuf_mb << 20;
   c.reader_cgroup = opts.by.cgroup;
   c.cgroup_dirs = std::move(cgroup_dirs);

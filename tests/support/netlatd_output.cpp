@@ -42,6 +42,10 @@ Totals parse_lines(const std::string &out) {
     t.ambiguous_reads += j["ambiguous_reads"].get<uint64_t>();
     t.untracked_reads += j["untracked_reads"].get<uint64_t>();
     t.sampled_out += j.at("sampled_out").get<uint64_t>();
+    t.matching += j.at("coverage").at("matching").get<uint64_t>();
+    if (j.contains("ops"))
+      for (auto &[name, v] : j["ops"].items())
+        t.ops[name] += v.get<uint64_t>();
     t.reader_unknown += j["reader_unknown"].get<uint64_t>();
     t.queue_unseen += j.at("queue_unseen").get<uint64_t>();
     const nlohmann::json &tb = j.at("tcp_bytes");

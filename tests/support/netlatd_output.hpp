@@ -24,6 +24,9 @@ struct Totals {
   uint64_t queue_unseen = 0;
   // --sample: the matching packets left out at the filter.
   uint64_t sampled_out = 0;
+  // The coverage's matching packets; --count-ops: the programs' operations by name.
+  uint64_t matching = 0;
+  std::map<std::string, uint64_t> ops;
   // TCP payload: read by receive calls, in records, skipped in counted gaps.
   uint64_t tcp_read = 0, tcp_reported = 0, tcp_skipped = 0;
   std::map<std::string, uint64_t> stage_count;

@@ -24,6 +24,7 @@ struct TracerConfig {
   std::vector<uint16_t> ports;
   uint32_t ringbuf_bytes = 4u << 20;
   uint32_t sample = 1;  // --sample: one in this many matching packets is kept, at the filter
+  bool count_ops = false;  // --count-ops: the programs count their operations (op_totals)
   bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
   // --cgroup: directories of the cgroups whose readers' records are kept
   // (at most NETLATD_MAX_CGROUP_FILTERS); empty = every reader.
@@ -127,6 +128,8 @@ public:
   const VerifierWalk &verifier_walk() const;
   std::array<uint64_t, NETLATD_DROP_COUNT> drop_totals() const;
   std::array<uint64_t, NETLATD_CNT_COUNT> counter_totals() const;
+  // --count-ops: the programs' operations since load; nullopt without it.
+  std::optional<std::array<uint64_t, NETLATD_OP_COUNT>> op_totals() const;
   // Per hook (its label, "tp_btf/tcp_probe"): the times its program did not
   // run because it was already running on that CPU (a softirq interrupting
   // it in process context), since it was loaded. The kernel counts them

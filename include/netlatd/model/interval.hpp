@@ -117,6 +117,9 @@ struct IntervalReport {
   // --cgroup: records left out this interval, "outside" and "no_reader";
   // empty (and absent from the JSON) without --cgroup.
   std::map<std::string, uint64_t> cgroup_filtered;
+  // --count-ops: the BPF programs' operations this interval, by op_name();
+  // empty (and absent from the JSON) without it.
+  std::map<std::string, uint64_t> ops;
   // Matching packets this interval: the coverage's denominator
   // (model/coverage.hpp); the histograms give the numerators.
   uint64_t matching = 0;

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 
 #include <linux/types.h>
@@ -22,12 +23,16 @@ namespace netlatd {
 // A loss reason's name in the interval line and the metrics
 // (NETLATD_DROP_RINGBUF_FULL: "ringbuf_full"); "unknown" out of range.
 const char *drop_name(int reason);
+// The name of an operation --count-ops counts (enum netlatd_op): "lock_pairs", ...
+const char *op_name(int op);
 
 // One reading of the kernel side's cumulative counters, summed over CPUs.
 struct KernelCounts {
   std::array<uint64_t, NETLATD_DROP_COUNT> drops{};
   std::array<uint64_t, NETLATD_CNT_COUNT> counters{};
   std::map<std::string, uint64_t> hook_misses;  // hook label -> recursion misses since load
+  // --count-ops: the programs' operations since load (enum netlatd_op); absent without it.
+  std::optional<std::array<uint64_t, NETLATD_OP_COUNT>> ops;
 };
 
 // A cumulative count read again and again. Its total never wraps: a reading
@@ -84,6 +89,7 @@ private:
   std::array<RunningCount, NETLATD_DROP_COUNT> drops_{};
   std::array<RunningCount, NETLATD_CNT_COUNT> counters_{};
   std::map<std::string, RunningCount> hook_misses_;
+  std::optional<std::array<RunningCount, NETLATD_OP_COUNT>> ops_;  // --count-ops
   MatchingCount matching_;  // the coverage's denominator, from the counts above
   RunningCount unjoined_expired_, unread_expired_, output_dropped_, outliers_rate_limited_;
 };

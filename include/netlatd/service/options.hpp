@@ -41,6 +41,9 @@ struct Options {
   // --sample N: one in N matching packets is kept, chosen in the kernel's
   // filter before any per-packet state (1 = every packet).
   uint32_t sample = 1;
+  // --count-ops: the BPF programs count their lock pairs, ring reservations,
+  // map lookups and updates and clock reads ("ops" in each JSON line).
+  bool count_ops = false;
   // --irq: the interface's receive IRQ lines, replacing their discovery
   // (sorted, unique); empty = discover them (see find_irq_lines).
   std::vector<int> irqs;
