@@ -73,14 +73,34 @@ static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_
 	return hp;
 }
 
-/* Where this read's candidates end (the head's slot, or the tail) into
- * `hp`, and whether the read can be certain so far. Lock held. */
+/* Whether the read's look (taken before the lock: the tail, then the
+ * head, then whether a producer is mid-batch) still holds under the lock: no
+ * slot was made since. A datagram queued and pushed in between is not in the
+ * look: with the queues seen empty, a resync would empty the window while
+ * that datagram, still queued, has a slot in it, and a later read could be
+ * named for it (the hole the unit tier's checker found, docs/JOIN.md
+ * "Resync"). Only the queues-empty branches need it (resync_slots, a drained
+ * retirement); the candidates end where the look did (read_frontier). Lock
+ * held. */
+static __always_inline __u64 look_fresh(const struct udp_sock_state *st, const struct udp_read_in *in)
+{
+	return eq_bit(st->tail, in->tail);
+}
+
+/* Where this read's candidates end (the head's slot; with none, the tail
+ * the look saw: a slot made since is a datagram queued after this read's own
+ * was dequeued, or one's a read took before it was made, a gone placeholder,
+ * a candidate wherever it sits) into `hp`, and whether the read can be
+ * certain so far. Lock held. */
 static __always_inline bool read_frontier(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 					  const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp,
-					  __u32 h, __u32 t)
+					  __u32 h)
 {
 	*hp = resolve_head(in->head, st, slots, mask);
-	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	__u32 f = hp->kind == HEAD_SLOT ? hp->idx : in->tail;
+	/* Not before the head: another thread's turn since the look may have
+	 * moved it past that tail (every slot it passed is done). */
+	f += (__u32)gt_bit(h, f) * (h - f);
 	/* Every datagram before the head has its slot once the data-ready
 	 * calls of everything queued so far have run: with one CPU feeding the
 	 * port they run in queue order, each before the next datagram's, so a
@@ -160,7 +180,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 					   const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
 {
 	__u32 h = st->head, t = st->tail;
-	bool certain = read_frontier(st, slots, mask, in, cs, hp, h, t);
+	bool certain = read_frontier(st, slots, mask, in, cs, hp, h);
 	__u32 f = hp->idx;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
 	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued

@@ -64,6 +64,12 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 	 * the rest, it would fork the verifier's walk of the decision. */
 	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
 	struct udp_big_state *big = udp_big_of(sk, st, false);
+	/* The slots' tail, then the head: a datagram queued after the head was
+	 * read and given its slot before the lock then shows as a moved tail
+	 * (decide.h look_fresh). A volatile load and a compiler barrier keep
+	 * the two in that order (x86-64 does not reorder loads). */
+	in.tail = *(volatile __u32 *)&st->tail;
+	asm volatile("" ::: "memory");
 	in.head = queue_head(sk, typed);
 	/* Where the kernel says when a producer is mid-batch, it alone decides:
 	 * one CPU feeding the port for 10 ms (sole_producer) is a timing

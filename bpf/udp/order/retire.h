@@ -30,10 +30,12 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 {
 	if (!st->owed || !in->quiet || st->incomplete || st->owed_unsure)
 		return;
-	__u64 drained = !in->head && st->live == st->owed;
+	/* Drained by the look, and still so: no slot made since (look_fresh). */
+	__u64 drained = eq_bit(in->head, 0) & eq_bit(st->live, st->owed) & look_fresh(st, in);
 	if (!drained && (st->marked != st->owed || st->owed_unseen))
 		return;
-	__u32 h = st->head, t = st->tail, f = hp->kind == HEAD_SLOT ? hp->idx : t;
+	/* The frontier of the read's candidates (read_frontier). */
+	__u32 h = st->head, t = st->tail, f = hp->idx;
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
 	/* Each slot is copied out unconditionally, and kept (the count moves
 	 * past it) only if it is one to retire with a record. */
@@ -62,7 +64,9 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 
 /* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
  * slot) mirror it again when a read returns to find the socket's queues empty
- * and no producer mid-batch, on a socket only this thread has ever read: no
+ * and no producer mid-batch, with no slot made since it looked (a datagram
+ * queued and pushed in between would have one: look_fresh), on a socket only
+ * this thread has ever read: no
  * other read can be in flight, nothing queued has a slot, and the LIVE slots
  * left are all stale. The window is emptied (head = tail): a slot outside it
  * is never looked at, and slot_append writes each one afresh, so no stale slot
@@ -81,7 +85,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 					 const struct udp_read_in *in, struct cpu_state *cs)
 {
-	if (!(st->incomplete || st->owed_unsure) || !in->quiet || in->head)
+	if (!(st->incomplete || st->owed_unsure) || !in->quiet || in->head || !look_fresh(st, in))
 		return;
 	if (st->readers_many && (st->incomplete || st->live || st->missing))
 		return;

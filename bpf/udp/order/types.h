@@ -77,6 +77,8 @@ struct push_counts {
  * even a type cast, may be called). */
 struct udp_read_in {
 	__u64 head;      /* queue_head() */
+	__u32 tail;      /* the socket's slot tail, read before the head: slots made after
+			  * it (index >= tail) are not in the look (decide.h look_fresh) */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */
