@@ -22,6 +22,16 @@ static __always_inline __u64 may_truncate(const struct udp_read_in *in)
 	return eq_bit(in->bufsize, in->ret) & (eq_bit(in->bufsize, 0) ^ 1);
 }
 
+/* Whether this read may have been cut short at all: as may_truncate, or with
+ * its buffer's size unknown. Then a longer candidate is still one it may have
+ * taken: one of exactly the returned length is named only when no longer one
+ * is left (the unit tier's checker: a recvmmsg read of a 200-byte datagram cut
+ * to 150 was named for another reader's 150-byte one). */
+static __always_inline __u64 may_be_cut(const struct udp_read_in *in)
+{
+	return (in->trunc ^ 1) & (eq_bit(in->bufsize, in->ret) | eq_bit(in->bufsize, 0));
+}
+
 /* Could a datagram of `len` bytes be what this read returned? */
 static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok)
 {
@@ -186,7 +196,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	/* Bit i: slot h + i is a candidate (live, before the head, or dequeued
 	 * before it had a slot); and one whose length fits what the read
 	 * returned (a dequeued one's length is unknown). */
-	__u64 trunc_ok = may_truncate(in), live = 0, fit = 0, gone_seen = 0;
+	__u64 trunc_ok = may_truncate(in), cut = may_be_cut(in), live = 0, fit = 0, nameable = 0, gone_seen = 0;
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
@@ -195,7 +205,9 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		__u64 c = lv & (gt_bit(f, h + i) | s->gone);
 		gone_seen += lv & s->gone;
 		live |= c << i;
-		fit |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
+		/* fit: what it may have taken; nameable: what it may be named for. */
+		fit |= (c & (compatible_bit(s->rx.len, in->ret, cut) | s->gone)) << i;
+		nameable |= (c & (compatible_bit(s->rx.len, in->ret, trunc_ok) | s->gone)) << i;
 	}
 	/* Every candidate in sight: those before the head within the slots a
 	 * read looks at, and every gone placeholder. */
@@ -212,7 +224,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 	/* Where the walk stopped is no matter after it: without this, each
 	 * place it can stop is a state of its own through all that follows. */
 	n = (__u32)opaque_on(cs, n, SCRATCH_RECV);
-	if (certain && fit && !(fit & (fit - 1))) {
+	if (certain && fit && !(fit & (fit - 1)) && (fit & nameable)) {
 		__u32 pick = 0;
 		for (__u32 i = 0; i < UDP_SCAN; i++)
 			pick += ((fit >> i) & 1) * i;

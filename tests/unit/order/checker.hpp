@@ -39,6 +39,9 @@ struct Scenario {
                                   // wait, when no vCPU stalls past it), and nothing is queued
                                   // between its look and its lock (microseconds apart)
   bool every_read_named = false;  // then every read of a tracked datagram is named
+  uint32_t buf = 65536;       // the reads' buffer: a longer datagram is truncated to it
+  bool buf_unknown = false;   // its size unknown to the rules (recvmmsg, readv): bufsize 0
+  bool msg_trunc = false;     // MSG_TRUNC: a read returns its datagram's whole length
 };
 
 enum Phase : uint8_t { kIdle, kHolding, kLooked };
@@ -215,8 +218,13 @@ struct Checker {
       nr.in = udp_read_in{};
       nr.in.tail = n.st.tail;
       nr.in.head = n.queue.empty() ? 0 : skb(address_of(n.queue.front()));
-      nr.in.ret = sc.dgrams[static_cast<size_t>(nr.dgram)].len;
-      nr.in.bufsize = 65536;
+      // What on_udp_read passes in (read.bpf.h): the length returned, the
+      // buffer's size where read_bufsize finds it, MSG_TRUNC.
+      const uint32_t len = sc.dgrams[static_cast<size_t>(nr.dgram)].len;
+      nr.in.ret = sc.msg_trunc || len <= sc.buf ? len : sc.buf;
+      // read_bufsize is asked only with two slots or more (read.bpf.h).
+      nr.in.bufsize = sc.buf_unknown || n.st.tail - n.st.head < 2 ? 0 : sc.buf;
+      nr.in.trunc = sc.msg_trunc;
       nr.in.quiet = quiet(s);
       nr.in.tid = static_cast<uint32_t>(r) + 1;
       nr.phase = kLooked;
