@@ -61,7 +61,10 @@ TEST_CASE("losses: a running count takes differences, and starts again when its 
 
 TEST_CASE("losses: each interval has the deltas since the last, the metrics the totals", "[losses]") {
   Losses losses(false, false);
-  // Counted before the daemon was ready (the self-test): in the totals, not in an interval.
+  // Counted before the daemon's first reading: the daemon says READY before
+  // it, and traffic sent on READY is counted in between. In the first
+  // interval as in the totals: an interval that left them out lost a read
+  // of the pipeline test's 250 (counted untracked) in a third of its runs.
   losses.start(counts(5, 2, 1));
 
   losses.read(counts(8, 2, 4), 0, 0);  // a metrics publish between two interval ends
@@ -69,14 +72,14 @@ TEST_CASE("losses: each interval has the deltas since the last, the metrics the 
   losses.read(counts(15, 6, 4), 2, 1);
   IntervalReport first;
   losses.end_interval(first);
-  CHECK(first.drops.at("ringbuf_full") == 10);
-  CHECK(first.drops.at("stack_dropped") == 4);
+  CHECK(first.drops.at("ringbuf_full") == 15);
+  CHECK(first.drops.at("stack_dropped") == 6);
   CHECK(first.drops.at("sock_fifo_full") == 0);
   CHECK(first.drops.at("unjoined_expired") == 3);
   CHECK(first.drops.at("unread_expired") == 1);
   CHECK(first.drops.at("output_dropped") == 2);
   CHECK(first.drops.at("outliers_rate_limited") == 1);
-  CHECK(first.ambiguous_reads == 3);
+  CHECK(first.ambiguous_reads == 4);
   CHECK(first.cgroup_filtered.empty());  // no --cgroup
   CHECK(!first.napi);                    // no napi_poll hook
 

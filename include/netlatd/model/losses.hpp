@@ -60,9 +60,10 @@ public:
   // napi_poll hook is attached (its counts are shown).
   Losses(bool cgroup_filter, bool napi) : cgroup_filter_(cgroup_filter), napi_(napi) {}
 
-  // The kernel's counts when tracing starts: an interval counts from there,
-  // the metrics from the programs' load (as the kernel does). Hook misses
-  // and the coverage's matching packets count from the load in both.
+  // The kernel's counts when tracing starts. Intervals and metrics alike
+  // count from the programs' load, not from this reading: what was counted
+  // before it (reads of traffic sent once the daemon said READY) goes to the
+  // first interval, as the records of that time do.
   void start(const KernelCounts &k);
   // A reading: the kernel's counts, and the daemon's cumulative output lines
   // dropped and outlier lines rate-limited.
