@@ -354,8 +354,9 @@ TEST_CASE("loopback: exactly the datagrams sent to the watched port", "[bpf][udp
 // datagram: softirq_raise -> recv_return. Datagrams pair up one to one: one
 // socket, one reader, records in the order the reads returned.
 struct Paired {
-  std::vector<double> ref, ours, gap;  // gap = ref - ours, per datagram
+  std::vector<double> ref, ours, gap;  // gap = ref - ours, per datagram named
   size_t woken = 0;                    // datagrams whose reader slept and was woken for them
+  size_t unnamed = 0;                  // records without their read: counted ambiguous
 };
 
 std::string self_comm() {
@@ -383,10 +384,23 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
   Received got = reader.result();
   REQUIRE(got.kernel_to_user_ns.size() == static_cast<size_t>(n));
   REQUIRE(t.outliers.size() == static_cast<size_t>(n));
+  // One reader: it read the datagrams in the order they arrived. The lines
+  // come in the order they were written, and a read left ambiguous writes
+  // its packet later, without the read (counted, never guessed): pair by
+  // arrival, the netif_receive_skb stamp every record has.
+  std::vector<json> lines(t.outliers.begin(), t.outliers.end());
+  std::stable_sort(lines.begin(), lines.end(), [](const json &a, const json &b) {
+    return a["stamps_mono_ns"]["netif_receive_skb"].get<uint64_t>() <
+           b["stamps_mono_ns"]["netif_receive_skb"].get<uint64_t>();
+  });
   Paired p;
-  for (size_t i = 0; i < t.outliers.size(); i++) {
-    const json &off = t.outliers[i]["offsets_ns"];
-    REQUIRE(off.contains("recv_return"));
+  for (size_t i = 0; i < lines.size(); i++) {
+    const json &line = lines[i];
+    const json &off = line["offsets_ns"];
+    if (!off.contains("recv_return")) {
+      p.unnamed++;
+      continue;
+    }
     double start = off.contains("softirq_raise") ? off["softirq_raise"].get<double>() : off["softirq_entry"].get<double>();
     double ours = off["recv_return"].get<double>() - start;
     double ref = static_cast<double>(got.kernel_to_user_ns[i]);
@@ -394,15 +408,15 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
     p.ref.push_back(ref);
     p.gap.push_back(ref - ours);
     // The reader is a thread of this test process: its name and pid.
-    CHECK(t.outliers[i]["reader_comm"].get<std::string>() == self_comm());
-    CHECK(t.outliers[i]["reader_pid"].get<int>() == static_cast<int>(getpid()));
-    if (t.outliers[i]["woken"].get<bool>()) {
+    CHECK(line["reader_comm"].get<std::string>() == self_comm());
+    CHECK(line["reader_pid"].get<int>() == static_cast<int>(getpid()));
+    if (line["woken"].get<bool>()) {
       // The wake-up lies after the enqueue, and before the reader's
       // switch-in when that is traced (see the bursts test on untraced ones).
       REQUIRE(off.contains("wakeup"));
       CHECK(off["wakeup"].get<double>() >= off["sock_queue"].get<double>());
       // Asleep in recvmsg: the read starts at that switch-in.
-      CHECK(t.outliers[i]["slept_in_call"].get<bool>());
+      CHECK(line["slept_in_call"].get<bool>());
       if (off.contains("switch_in")) {
         CHECK(off["wakeup"].get<double>() <= off["switch_in"].get<double>());
         CHECK(off["read_start"] == off["switch_in"]);
@@ -412,6 +426,12 @@ Paired measure_pairs(Reader &reader, const VethNamespaces &net, uint16_t port, i
       p.woken++;
     }
   }
+  // Each unnamed read is counted: one reader blocked in recvmsg is named
+  // unless its read overtook the datagram's data-ready call and the producer
+  // CPU stayed busy past the wait (docs/JOIN.md; a loaded host, now and then).
+  INFO("records without their read " << p.unnamed << ", ambiguous reads " << t.ambiguous_reads);
+  CHECK(p.unnamed <= t.ambiguous_reads);
+  CHECK(p.unnamed <= static_cast<size_t>(n) / 10);
   return p;
 }
 
