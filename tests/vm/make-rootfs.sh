@@ -6,7 +6,11 @@
 # initramfs (the test binaries and the kernel's modules go in a second,
 # small archive appended to it).
 #
-#   make-rootfs.sh CACHE_DIR
+#   make-rootfs.sh CACHE_DIR [EXTRA_PACKAGES]
+#
+# EXTRA_PACKAGES (comma list) makes a root file system of its own beside the
+# join suite's, named after them: the bench's guest (bench/guest.py) adds
+# python3, to run bench/bench.py itself there.
 #
 # Cached in CACHE_DIR (under the build directory): rebuilt only when the
 # package list below changes. Prints the archive's path on stdout.
@@ -15,18 +19,20 @@
 # Needs root (debootstrap makes device nodes and chroots).
 set -eu
 
-cache=${1:?usage: make-rootfs.sh CACHE_DIR}
+cache=${1:?usage: make-rootfs.sh CACHE_DIR [EXTRA_PACKAGES]}
+extra=${2:-}
 suite=bookworm
 mirror=${NETLATD_VM_MIRROR:-http://deb.debian.org/debian}
 # iproute2: ip, ss, nstat; procps: sysctl; kmod: insmod; iperf3 and ethtool
 # for the tests that use them.
-packages=iproute2,procps,kmod,ethtool,iperf3
+packages=iproute2,procps,kmod,ethtool,iperf3${extra:+,$extra}
 key="$suite minbase $packages v1"
+name=$suite${extra:+-$(echo "$extra" | tr ',' '-')}
 
 log() { echo "make-rootfs: $*" >&2; }
 
-archive="$cache/rootfs-$suite.cpio.gz"
-stamp="$cache/rootfs-$suite.stamp"
+archive="$cache/rootfs-$name.cpio.gz"
+stamp="$cache/rootfs-$name.stamp"
 if [ -f "$archive" ] && [ "$(cat "$stamp" 2>/dev/null)" = "$key" ]; then
   echo "$archive"
   exit 0

@@ -94,6 +94,8 @@ LEFT_OUT = {
 }
 # The guest's modules: the tests' veth pairs.
 MODULES = ["veth"]
+# What the /init of a guest booted from the root file system sources first.
+GUEST_BASE = "/lib/netlatd-vm/guest-base.sh"
 
 
 def catch_spec(name):
@@ -118,6 +120,7 @@ def build_overlay(args, work, modules, tests):
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     place(root, "/init", os.path.join(HERE, "suite-init.sh"))
+    place(root, GUEST_BASE, os.path.join(HERE, "guest-base.sh"))
     os.chmod(os.path.join(root, "init"), 0o755)
     dynamic = [args.tests_bin, args.netlatd, args.bpftool]
     for path in dynamic + [args.nlreaders, args.nlsenders, args.hold_read_bpf]:
@@ -144,9 +147,11 @@ def build_overlay(args, work, modules, tests):
     return image
 
 
-def rootfs_archive(args):
-    r = subprocess.run([os.path.join(HERE, "make-rootfs.sh"), args.cache], capture_output=True, text=True,
-                       timeout=1800)
+def rootfs_archive(args, extra=""):
+    """The root file system's archive (make-rootfs.sh), with the packages of
+    `extra` (a comma list) added in one of its own."""
+    r = subprocess.run([os.path.join(HERE, "make-rootfs.sh"), args.cache] + ([extra] if extra else []),
+                       capture_output=True, text=True, timeout=1800)
     sys.stderr.write(r.stderr)
     if r.returncode == 77:
         skip("no Debian 12 root file system for the guest: " + (r.stderr.strip().splitlines() or ["?"])[-1])
