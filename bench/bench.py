@@ -879,12 +879,15 @@ class Bench:
 
     # ---- floods -------------------------------------------------------------------------
 
-    def flood(self, rate, seconds, on_start=None):
-        """One bounded flood from the namespace into the root namespace; returns the result."""
+    def flood(self, rate, seconds, on_start=None, pause_us=0):
+        """One bounded flood from the namespace into the root namespace; returns the result.
+        pause_us: the receiver sleeps that long after each read of up to 64 datagrams
+        (a slow reader, with datagrams queued unread), and gets time to drain."""
         port = self.ports[2]
         rcv = Proc(self, "flood-recv", [self.tool("flood"), "recv", "--bind",
                                         f"{self.ip_root}:{port}", "--seconds",
-                                        str(seconds + 10), "--idle-ms", "300"],
+                                        str(seconds + (60 if pause_us else 10)), "--idle-ms", "300",
+                                        "--pause-us", str(pause_us)],
                    ready=("stdout", lambda l: '"ready"' in l))
         if not rcv.wait_ready(10):
             raise BenchError(f"flood receiver did not start: {rcv.text()}")
@@ -895,7 +898,7 @@ class Bench:
              str(seconds), "--rate", str(rate), "--max-packets", str(int(self.a.max_packets))]))
         if snd.wait(seconds + 20) != 0:
             raise BenchError(f"flood sender failed: {snd.text()}")
-        if rcv.wait(seconds + 20) != 0:
+        if rcv.wait(seconds + (70 if pause_us else 20)) != 0:
             raise BenchError(f"flood receiver failed: {rcv.text()}")
         wall = time.monotonic() - t0
         s, r = snd.json_lines()[-1], rcv.json_lines()[-1]
@@ -1117,12 +1120,14 @@ class Bench:
         --ringbuf-mb asked for (the ring buffer is most of the RSS; see the doc)."""
         a = self.a
         rows = self.results["daemon"] = []
-        runs = [(rate, None, False) for rate in a.rates] + [(200000, mb, False) for mb in a.ringbuf_mb]
+        runs = [(rate, None, False, 0) for rate in a.rates] + [(200000, mb, False, 0) for mb in a.ringbuf_mb]
         # --aggregate at the highest rates: the daemon then reads no record per
         # packet, only the kernel's histograms once a second.
         if not a.no_aggregate:
-            runs += [(rate, None, True) for rate in a.rates if rate == 0 or rate >= 200000]
-        for rate, ringbuf_mb, aggregate in runs:
+            runs += [(rate, None, True, 0) for rate in a.rates if rate == 0 or rate >= 200000]
+        # A reader slower than its sender: datagrams wait unread on the socket.
+        runs += [(rate, None, False, pause) for rate, pause in a.deep_reader]
+        for rate, ringbuf_mb, aggregate, pause_us in runs:
             extra_args = ["--ringbuf-mb", str(ringbuf_mb)] if ringbuf_mb else []
             if aggregate:
                 extra_args.append("--aggregate")
@@ -1135,7 +1140,7 @@ class Bench:
             def mark():
                 return (time.monotonic(), proc_cpu_ns(pid))
             try:
-                f = self.flood(rate, a.flood_seconds, on_start=mark)
+                f = self.flood(rate, a.flood_seconds, on_start=mark, pause_us=pause_us)
                 t0, (c0, res_ns) = f.pop("ctx")
                 t1, (c1, _) = time.monotonic(), proc_cpu_ns(pid)
                 hwm = proc_status_kib(pid, "VmHWM")
@@ -1143,6 +1148,7 @@ class Bench:
             finally:
                 extra = self.stop_tracer("netlatd", tr, {})
             row = {"rate_target": rate, "ringbuf_mb": ringbuf_mb, "aggregate": aggregate,
+                   "reader_pause_us": pause_us,
                    "recv_pps": f["recv_pps"], "received": f["received"],
                    "cpu_pct": (c1 - c0) / 1e9 / (t1 - t0) * 100,
                    "cpu_resolution_pct": res_ns / 1e9 / (t1 - t0) * 100,
@@ -1152,7 +1158,8 @@ class Bench:
             rows.append(row)
             log(f"daemon cost at {rate or 'max'} pps"
                 f"{f', ring buffer {ringbuf_mb} MiB' if ringbuf_mb else ''}"
-                f"{', --aggregate' if aggregate else ''}: "
+                f"{', --aggregate' if aggregate else ''}"
+                f"{f', reader pausing {pause_us} us a read' if pause_us else ''}: "
                 f"{row['cpu_pct']:.2f} % CPU, VmHWM {hwm} KiB ({rss}), drops {row['drops']}")
 
     # ---- 6. where in the programs ------------------------------------------------------------
@@ -1539,7 +1546,8 @@ def render(res, md=False):
         title("netlatd daemon at fixed rates")
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
                "RSS at end MiB", "of it BPF maps MiB", "traced/received", "drops (non-zero)"],
-              [(f"{r['rate_target'] or 'max'}" + (" --aggregate" if r.get("aggregate") else ""),
+              [(f"{r['rate_target'] or 'max'}" + (" --aggregate" if r.get("aggregate") else "")
+                + (f", reader pausing {r['reader_pause_us']} us a read" if r.get("reader_pause_us") else ""),
                 f"{r['ringbuf_mb']} MiB" if r.get("ringbuf_mb") else "default",
                 f"{r['recv_pps']:.0f}",
                 f"{r['cpu_pct']:.2f}" + (f" (±{r['cpu_resolution_pct']:.2f})"
@@ -1672,6 +1680,12 @@ def main():
                     help="daemon part: also run at 200k pps with netlatd --ringbuf-mb N, "
                          "for each N of this comma list ('' for none; default 4,1: "
                          "either side of netlatd's default of 2)")
+    ap.add_argument("--rates", default="10000,100000,200000,0",
+                    help="daemon part: the flood rates in packets/s, comma list (0: unpaced)")
+    ap.add_argument("--deep-reader", action="append", default=[], metavar="PPS:PAUSE_US",
+                    help="daemon part: one more flood at PPS with a reader that sleeps PAUSE_US "
+                         "after each read of up to 64 datagrams (queued unread on its 16 MiB "
+                         "buffer); repeatable")
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop,lines")
     a = ap.parse_args()
     dflt = dict(rounds=(1, 7), hook_rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
@@ -1681,7 +1695,8 @@ def main():
     for k, (smoke, full) in dflt.items():
         if getattr(a, k) is None:
             setattr(a, k, smoke if a.smoke else full)
-    a.rates = [10000, 100000, 200000, 0]
+    a.rates = [int(x) for x in a.rates.split(",") if x]
+    a.deep_reader = [tuple(int(x) for x in d.split(":")) for d in a.deep_reader]
     if a.pin_cpu is None:
         a.pin_cpu = os.cpu_count() - 1
     a.ringbuf_mb = [int(x) for x in a.ringbuf_mb.split(",") if x] if a.ringbuf_mb else []

@@ -1,12 +1,14 @@
 // UDP flood for bench/: a bounded sender (sendmmsg) and a counting receiver (recvmmsg).
 //
-//   nlbench-flood recv --bind 10.201.3.1:47100 [--seconds 30] [--idle-ms 300]
+//   nlbench-flood recv --bind 10.201.3.1:47100 [--seconds 30] [--idle-ms 300] [--pause-us 0]
 //   nlbench-flood send --to 10.201.3.1:47100 --seconds 3 [--rate PPS] [--max-packets N]
 //                            [--size 64]
 //
 // The sender stops at whichever comes first of --seconds and --max-packets; --rate 0
 // sends as fast as it can. The receiver times from its first to its last datagram and
-// stops after --idle-ms of silence or --seconds in all. Each prints one JSON line.
+// stops after --idle-ms of silence or --seconds in all; --pause-us makes it a slow reader
+// (a sleep after each call of up to 64 datagrams), so datagrams queue unread on its
+// 16 MiB buffer. Each prints one JSON line.
 // IPv4 literals only: traffic goes to loopback or a namespace the bench created.
 #include <sys/socket.h>
 
@@ -14,6 +16,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <string_view>
 #include <vector>
 
@@ -27,11 +30,11 @@ using nlbench::now_ns;
 constexpr unsigned kBatch = 64;
 
 constexpr const char* kUsage =
-    "usage: nlbench-flood recv --bind IP:PORT [--seconds S] [--idle-ms MS]\n"
+    "usage: nlbench-flood recv --bind IP:PORT [--seconds S] [--idle-ms MS] [--pause-us US]\n"
     "       nlbench-flood send --to IP:PORT --seconds S [--rate PPS] [--max-packets N] "
     "[--size BYTES]\n";
 
-int run_recv(const sockaddr_in& bind_to, double seconds, long idle_ms) {
+int run_recv(const sockaddr_in& bind_to, double seconds, long idle_ms, long pause_us) {
   // A deep queue so a short scheduling hiccup of the receiver is not counted
   // as lost receive capacity.
   const int fd =
@@ -63,6 +66,10 @@ int run_recv(const sockaddr_in& bind_to, double seconds, long idle_ms) {
     last = t1;
     received += static_cast<uint64_t>(n);
     ++calls;
+    if (pause_us > 0) {
+      const timespec pause{pause_us / 1000000, pause_us % 1000000 * 1000};
+      nanosleep(&pause, nullptr);
+    }
   }
   const double span = received > 1 ? static_cast<double>(last - first) / 1e9 : 0.0;
   std::printf("{\"received\":%llu,\"calls\":%llu,\"seconds\":%.6f,\"pps\":%.1f}\n",
@@ -130,7 +137,7 @@ int main(int argc, char** argv) {
   const std::string_view mode = argv[1];
   std::optional<sockaddr_in> to, bind_to;
   double seconds = 3, rate = 0;
-  long idle_ms = 300;
+  long idle_ms = 300, pause_us = 0;
   uint64_t max_packets = 50'000'000;
   size_t size = 64;
   nlbench::for_each_flag(argc, argv, 2, kUsage, [&](std::string_view flag, std::string_view v) {
@@ -141,10 +148,11 @@ int main(int argc, char** argv) {
     if (flag == "--rate") return assign(rate, parse_number<double>(v, 0, 1e9));
     if (flag == "--max-packets") return assign(max_packets, parse_number<uint64_t>(v, 1, 1ull << 40));
     if (flag == "--idle-ms") return assign(idle_ms, parse_number<long>(v, 1, 600'000));
+    if (flag == "--pause-us") return assign(pause_us, parse_number<long>(v, 0, 1'000'000));
     if (flag == "--size") return assign(size, parse_number<size_t>(v, 1, 65507));
     return false;
   });
-  if (mode == "recv" && bind_to) return run_recv(*bind_to, seconds, idle_ms);
+  if (mode == "recv" && bind_to) return run_recv(*bind_to, seconds, idle_ms, pause_us);
   if (mode == "send" && to) return run_send(*to, seconds, rate, max_packets, size);
   nlbench::usage(kUsage);
 }
