@@ -1148,7 +1148,7 @@ class Bench:
             finally:
                 extra = self.stop_tracer("netlatd", tr, {})
             row = {"rate_target": rate, "ringbuf_mb": ringbuf_mb, "aggregate": aggregate,
-                   "reader_pause_us": pause_us,
+                   "reader_pause_us": pause_us, "sent": f["sent"],
                    "recv_pps": f["recv_pps"], "received": f["received"],
                    "cpu_pct": (c1 - c0) / 1e9 / (t1 - t0) * 100,
                    "cpu_resolution_pct": res_ns / 1e9 / (t1 - t0) * 100,
@@ -1547,7 +1547,8 @@ def render(res, md=False):
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
                "RSS at end MiB", "of it BPF maps MiB", "traced/received", "drops (non-zero)"],
               [(f"{r['rate_target'] or 'max'}" + (" --aggregate" if r.get("aggregate") else "")
-                + (f", reader pausing {r['reader_pause_us']} us a read" if r.get("reader_pause_us") else ""),
+                + (f", reader pausing {r['reader_pause_us']} us a read, {r['sent']} sent"
+                   if r.get("reader_pause_us") else ""),
                 f"{r['ringbuf_mb']} MiB" if r.get("ringbuf_mb") else "default",
                 f"{r['recv_pps']:.0f}",
                 f"{r['cpu_pct']:.2f}" + (f" (±{r['cpu_resolution_pct']:.2f})"
