@@ -44,14 +44,15 @@ from vm_guest import (MARK, cpio_gz, fetch_kernel, log, module_load_order, repor
                       shared_libs, skip, tcg_artifact)
 
 # Sized for a TCG guest (a loopback round trip there takes some 10x the
-# host's): the hooks part (BPF time per loopback round trip against the two
-# floors, 5 interleaved rounds; the op counts) and the daemon part at rates
-# such a guest sustains, plus a slow reader (some 5.6k datagrams/s there)
-# fed faster and faster: queues some 4k, 13k and 40k datagrams deep.
+# host's; about 3 min in the guest): the hooks part (BPF time per loopback
+# round trip against the two floors, 7 interleaved rounds; the op counts) and
+# the daemon part at rates such a guest sustains, plus a slow reader (some
+# 5.5k datagrams/s there) fed faster and faster for 3 s: queues some 1k, 4k,
+# 13k datagrams deep, then a full 16 MiB buffer.
 DEFAULT_ARGS = ["--only", "hooks,daemon", "--no-bpftrace", "--no-perf", "--no-sockperf", "--no-aggregate",
-                "--hook-rounds", "5", "--count", "3000", "--warmup", "300", "--flood-seconds", "2",
-                "--rates", "5000,20000,0", "--ringbuf-mb=",
-                "--deep-reader", "7000:10000", "--deep-reader", "10000:10000", "--deep-reader", "20000:10000"]
+                "--hook-rounds", "7", "--count", "5000", "--warmup", "500", "--flood-seconds", "3",
+                "--rates", "5000,20000,0", "--ringbuf-mb="]
+DEFAULT_ARGS += [x for pps in (6000, 7000, 10000, 20000) for x in ("--deep-reader", f"{pps}:10000")]
 OPT = "/opt/nlbench"
 TOOLS = ("nlbench-floor", "nlbench-pingpong", "nlbench-flood")
 PY = ("bench.py", "opcounts.py", "targets.py")
