@@ -4,7 +4,7 @@
 #ifndef NETLATD_LIB_CPU_BPF_H
 #define NETLATD_LIB_CPU_BPF_H
 
-/* Who uses a cpu_state scratch word (ptr_value, opaque_on). */
+/* Who uses a cpu_state scratch word (ptr_value_on, opaque_on). */
 enum scratch_user {
 	SCRATCH_RECV = 0,   /* the receive return */
 	SCRATCH_QUEUE = 1,  /* the UDP data-ready call */
@@ -49,7 +49,7 @@ struct cpu_state {
 	 * (PC_RUNQUEUE, stamps/cpu.bpf.h): a static per-CPU variable does not
 	 * move. 0 until then. */
 	__u64 preempt_count_at;
-	/* ptr_value's and opaque_value's round trip through memory, one word per
+	/* ptr_value_on's and opaque_on's round trip through memory, one word per
 	 * program that makes it: a program interrupted between its store and
 	 * its load (a softirq's data-ready call on top of a receive return, a
 	 * waking in a hard IRQ) must not find the interrupter's value. A

@@ -8,7 +8,7 @@
 /* The low 32 bits of a kernel pointer as a plain number. The verifier keeps
  * a pointer's type through C casts and refuses shifts or multiplies on it;
  * a 32-bit move is how it lets a program loaded with CAP_PERFMON turn one
- * into a number. (A whole pointer: ptr_value below.) */
+ * into a number. (A whole pointer: ptr_value_on below.) */
 static __always_inline __u32 ptr_low32(__u64 p)
 {
 	__u32 lo = (__u32)p;
@@ -54,40 +54,23 @@ static __always_inline __u64 eq_bit(__u64 a, __u64 b) { return ne_bit(a, b) ^ 1;
 /* A whole kernel pointer as a plain number, for arithmetic. The verifier lets
  * a program loaded with CAP_PERFMON store a pointer into a map value, and what
  * it loads back from there is a number: a store and a load on this CPU's
- * state, where a read through bpf_probe_read_kernel (the fallback) is a helper
- * call, ~20-30 ns a time on a VM. */
+ * state (where a read through bpf_probe_read_kernel is a helper call, ~20-30
+ * ns a time on a VM). The caller passes the state it looked up once for the
+ * program: a lookup per use was most of a packet's map lookups (issue 32). */
 static __always_inline __u64 ptr_value_on(struct cpu_state *cs, const void *p, enum scratch_user who)
 {
 	*(const void *volatile *)&cs->scratch[who] = p;
 	return *(volatile __u64 *)&cs->scratch[who];
 }
 
-static __always_inline __u64 ptr_value(const void *p, enum scratch_user who)
-{
-	struct cpu_state *cs = this_cpu();
-	__u64 v = 0;
-	if (!cs) {
-		bpf_probe_read_kernel(&v, sizeof(v), &p);
-		return v;
-	}
-	return ptr_value_on(cs, p, who);
-}
-
-/* opaque_value with this CPU's state at hand: no helper call, so it may run
- * under a socket's lock. */
+/* `v` as a number the verifier knows nothing of (what it loads from a map
+ * value): where a value known on one path and unknown on another would fork
+ * its walk of everything after. No helper call, so it may run under a
+ * socket's lock. */
 static __always_inline __u64 opaque_on(struct cpu_state *cs, __u64 v, enum scratch_user who)
 {
 	*(volatile __u64 *)&cs->scratch[who] = v;
 	return *(volatile __u64 *)&cs->scratch[who];
-}
-
-/* `v` as a number the verifier knows nothing of (what it loads from a map
- * value): where a value known on one path and unknown on another would fork
- * its walk of everything after. */
-static __always_inline __u64 opaque_value(__u64 v, enum scratch_user who)
-{
-	struct cpu_state *cs = this_cpu();
-	return cs ? opaque_on(cs, v, who) : v;
 }
 
 #else

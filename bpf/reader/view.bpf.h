@@ -53,16 +53,15 @@ static __always_inline bool tell_reader(struct reader_state *rs, const struct re
 	return true;
 }
 
-static __always_inline void view_here(struct read_view *v, __u64 now, __u64 pid_tgid, struct sock *sk,
-				      struct reader_state *rs)
+static __always_inline void view_here(struct read_view *v, const struct cpu_state *cs, __u64 now, __u64 pid_tgid,
+				      struct sock *sk, struct reader_state *rs)
 {
 	__u32 tid = (__u32)pid_tgid;
-	struct cpu_state *cs = this_cpu();
 	v->now = now;
 	v->pid_tgid = pid_tgid;
 	v->cpu = bpf_get_smp_processor_id();
-	v->switch_in = cs && cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
-	v->copy_ts = cs && cs->copy_tid == tid ? cs->copy_ts : 0;
+	v->switch_in = cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
+	v->copy_ts = cs->copy_tid == tid ? cs->copy_ts : 0;
 	v->call_start = rs && rs->call_sk == (__u64)sk ? rs->call_start_ns : 0;
 	v->woken_ns = rs && rs->woken_sk == (__u64)sk ? rs->woken_ns : 0;
 	v->woken_in_call = rs && rs->woken_sk == (__u64)sk ? rs->woken_in_call : 0;

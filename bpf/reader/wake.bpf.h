@@ -15,10 +15,10 @@ static __always_inline bool has_sleeper(struct sock *sk)
 	return first && first != &wq->wait.head;
 }
 
-/* The wakings that follow on this CPU are this socket's data-ready call's. */
-static __always_inline void leave_wake_hint(struct sock *sk, __u64 now)
+/* The wakings that follow on this CPU are this socket's data-ready call's.
+ * `cs`: this CPU's state, which the caller has at hand. */
+static __always_inline void leave_wake_hint(struct cpu_state *cs, struct sock *sk, __u64 now)
 {
-	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return;
 	if (has_sleeper(sk)) {
@@ -40,7 +40,7 @@ static __always_inline void leave_wake_hint(struct sock *sk, __u64 now)
  * makes a bpf_probe_read_kernel call each. A compile-time constant: the
  * variant for 6.1 must not hold the kfunc call. Each load below is written
  * both ways; the walk is one. */
-static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed, __u64 *fn)
+static __always_inline bool find_waiter(struct cpu_state *cs, struct sock *sk, __u64 task, bool typed, __u64 *fn)
 {
 	__u32 off = bpf_core_field_offset(struct wait_queue_entry, entry);
 	struct socket_wq *wq = typed ? bpf_core_cast(sk, struct sock)->sk_wq : BPF_CORE_READ(sk, sk_wq);
@@ -55,7 +55,7 @@ static __always_inline bool find_waiter(struct sock *sk, __u64 task, bool typed,
 			/* The entry around the node, from a number: 6.12's verifier
 			 * refuses to subtract from an untrusted pointer. */
 			struct wait_queue_entry *we =
-				bpf_core_cast((void *)(ptr_value(node, SCRATCH_WAKE) - off), struct wait_queue_entry);
+				bpf_core_cast((void *)(ptr_value_on(cs, node, SCRATCH_WAKE) - off), struct wait_queue_entry);
 			if ((__u64)we->private == task) {
 				*fn = (__u64)we->func;
 				return true;
@@ -89,7 +89,7 @@ static __always_inline int on_sched_waking(struct task_struct *p, bool typed)
 		return 0;
 	}
 	__u64 fn = 0;
-	if (!find_waiter((struct sock *)cs->hint_sk, ptr_value(p, SCRATCH_WAKE), typed, &fn))
+	if (!find_waiter(cs, (struct sock *)cs->hint_sk, ptr_value_on(cs, p, SCRATCH_WAKE), typed, &fn))
 		return 0;
 	struct reader_state *rs = reader_of(p, true);
 	if (!rs)

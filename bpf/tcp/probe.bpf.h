@@ -133,7 +133,7 @@ static __always_inline int on_tcp_probe(struct sock *sk, struct sk_buff *skb)
 	__u32 n = ts->n_starts;
 	ts->starts[n % TCP_STARTS] = w.first;
 	ts->n_starts = n + 1;
-	leave_wake_hint(sk, w.now);
+	leave_wake_hint(cs, sk, w.now);
 	return 0;
 }
 

@@ -29,7 +29,7 @@ static __always_inline int stamp_queued(struct sock *sk, __u64 key)
 	e->queued_ns = now;
 	__sync_lock_test_and_set(&e->skb, key);
 	COUNT(counters, NETLATD_CNT_QUEUED);
-	leave_wake_hint(sk, now);
+	leave_wake_hint(this_cpu(), sk, now);
 	return 0;
 }
 

@@ -238,7 +238,8 @@ static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot 
  * dropped datagram's slot LIVE meanwhile, and a retirement could write it
  * out as a packet-only record of a datagram no read returned (seen with four
  * threads, tests/bpf/test_odd_packets.cpp). */
-static __always_inline void settle_read_drop(struct sock *sk, struct reader_state *rs, int pidx)
+static __always_inline void settle_read_drop(struct cpu_state *cs, struct sock *sk, struct reader_state *rs,
+					     int pidx)
 {
 	if (sk->sk_protocol != IPPROTO_UDP || !drop_in_this_call(rs, pidx))
 		goto out;
@@ -246,9 +247,6 @@ static __always_inline void settle_read_drop(struct sock *sk, struct reader_stat
 	if (!st)
 		goto out; /* no slot was ever made here */
 	struct udp_big_state *big = udp_big_of(sk, st, false);
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		goto out;
 	struct drop_scan w = {.st = st, .big = st->big ? big : NULL, .rs = rs, .cs = cs, .tail = st->tail};
 	w.n = w.tail - st->head;
 	cs->ds_found = 0;
@@ -261,7 +259,7 @@ static __always_inline void settle_read_drop(struct sock *sk, struct reader_stat
 	int r = st->big && big ? settle_on(st, big->slots, UDP_BIG_SLOTS - 1, rs, cs)
 			       : settle_on(st, st->small, UDP_SMALL_SLOTS - 1, rs, cs);
 	bpf_spin_unlock(&st->lock);
-	r = (int)opaque_value((__u64)(__s64)r, SCRATCH_RECV); /* one walk on, whatever it was */
+	r = (int)opaque_on(cs, (__u64)(__s64)r, SCRATCH_RECV); /* one walk on, whatever it was */
 	if (r > 0)
 		ADD(drops, NETLATD_DROP_STACK_DROPPED, r);
 	else if (r < 0)

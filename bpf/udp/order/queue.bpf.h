@@ -61,6 +61,7 @@ static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
  * every call some 35 walks of the step and of all that follows the loop:
  * 97,329 instructions walked on 6.18, ~90 ms of each start; 25,121 so. */
 struct mirror_walk {
+	struct cpu_state *cs;       /* this CPU's, looked up once by the data-ready call */
 	struct udp_sock_state *st;  /* its slots are a racy view: checked again under the lock */
 	struct udp_big_state *big;  /* the big slots, while the socket uses them */
 	struct sk_buff_head *readq; /* walked after the receive queue, if that had no slot */
@@ -75,9 +76,7 @@ struct mirror_walk {
 
 static long mirror_step(__u32 i, struct mirror_walk *w)
 {
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return 1; /* never: flags say "not done", and the caller counts it */
+	struct cpu_state *cs = w->cs;
 	__u64 at = w->at;
 	if (!at) {
 		/* A read dequeued the one the walk stood on, which had no slot:
@@ -122,9 +121,9 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
  * pays for bpf_loop and three calls of its step. False: walk. */
 static __always_inline bool mirror_alone(struct mirror_walk *w)
 {
-	struct cpu_state *cs = this_cpu();
+	struct cpu_state *cs = w->cs;
 	__u64 at = w->at;
-	if (!cs || !at || at == w->readq_at || at == w->rq_at || !stash_find(at))
+	if (!at || at == w->readq_at || at == w->rq_at || !stash_find(at))
 		return false;
 	struct sk_buff *skb = bpf_core_cast((void *)at, struct sk_buff);
 	if (ptr_value_on(cs, skb->prev, SCRATCH_QUEUE) != w->rq_at ||
@@ -141,7 +140,7 @@ static __always_inline bool mirror_alone(struct mirror_walk *w)
  * counted as the append would count it, under the lock; the datagram it
  * announced, if still in the stash, is claimed so that it is counted once
  * (sock_fifo_full), not again when its stash entry is reused. True when done. */
-static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_state *st,
+static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
 					       struct udp_big_state **big, struct sk_buff_head *rq,
 					       struct push_counts *pushes)
 {
@@ -161,7 +160,7 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
 		return false;
 	struct sk_buff *newest = rq->prev;
 	if (newest && (void *)newest != (void *)rq) {
-		__u64 key = ptr_value(newest, SCRATCH_QUEUE);
+		__u64 key = ptr_value_on(cs, newest, SCRATCH_QUEUE);
 		struct netlatd_stash_entry *e = stash_find(key);
 		if (e)
 			stash_claim(e, key);
@@ -176,17 +175,18 @@ static __always_inline bool slots_full_counted(struct sock *sk, struct udp_sock_
  * one (tracked: its stamps; untracked: a placeholder with its length), or, if
  * none is left, a placeholder for the datagram a read took before any call
  * could see it. */
-static __always_inline void push_mirrored(struct sock *sk, struct udp_sock_state *st, struct sk_buff_head *rq,
-					  struct sk_buff_head *readq, struct push_counts *pushes, __u64 *now_out)
+static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
+					  struct sk_buff_head *rq, struct sk_buff_head *readq, struct push_counts *pushes,
+					  __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
-	if (slots_full_counted(sk, st, &big, rq, pushes))
+	if (slots_full_counted(cs, sk, st, &big, rq, pushes))
 		return;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		struct mirror_walk w = {.st = st, .big = st->big ? big : NULL, .readq = readq,
-					.rq_at = ptr_value(rq, SCRATCH_QUEUE),
-					.readq_at = ptr_value(readq, SCRATCH_QUEUE),
-					.at = ptr_value(rq->prev, SCRATCH_QUEUE)};
+		struct mirror_walk w = {.cs = cs, .st = st, .big = st->big ? big : NULL, .readq = readq,
+					.rq_at = ptr_value_on(cs, rq, SCRATCH_QUEUE),
+					.readq_at = ptr_value_on(cs, readq, SCRATCH_QUEUE),
+					.at = ptr_value_on(cs, rq->prev, SCRATCH_QUEUE)};
 		/* + 2: the steps over each queue's start */
 		if (!mirror_alone(&w))
 			bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
@@ -254,14 +254,18 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	 * the join by skb only with it): this tracepoint is not attached. */
 	if (targ_udp_join == UDP_JOIN_CONSUME)
 		return 0;
+	/* Once for the whole call: the walk's scratch words and the wake hint. */
+	struct cpu_state *cs = this_cpu();
+	if (!cs)
+		return 0;
 	st = udp_state_create(sk);
 	if (!st)
 		return 0;
-	push_mirrored(sk, st, rq, readq, &pushes, &now);
+	push_mirrored(cs, sk, st, rq, readq, &pushes, &now);
 	count_push(&pushes);
 	/* Something pushed: the push read the clock. */
 	if (pushes.pushed)
-		leave_wake_hint(sk, now ? now : bpf_ktime_get_ns());
+		leave_wake_hint(cs, sk, now ? now : bpf_ktime_get_ns());
 	return 0;
 }
 
@@ -291,7 +295,7 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 	struct cpu_state *cs = this_cpu();
 	if (cs && pushes.pushed) {
 		cs->pushed_skb = key; /* for on_udp_enqueue_failed */
-		leave_wake_hint(sk, now);
+		leave_wake_hint(cs, sk, now);
 	}
 	return 0;
 }

@@ -26,10 +26,10 @@ static __always_inline void emit_out(struct cpu_state *cs, const struct read_vie
  * datagram with a slot is in flight, so the socket is marked unsure
  * until no slot is left that a read could hold (retire.h
  * resync_slots). */
-static __always_inline void udp_first_read(struct sock *sk, bool typed)
+static __always_inline void udp_first_read(struct cpu_state *cs, struct sock *sk, bool typed)
 {
 	struct udp_sock_state *st = udp_state_create(sk);
-	if (st && !targ_push_before_queue && !producers_quiet(sk, typed)) {
+	if (st && !targ_push_before_queue && !producers_quiet(cs, sk, typed)) {
 		bpf_spin_lock(&st->lock);
 		st->owed++;
 		st->owed_unsure = 1;
@@ -40,9 +40,10 @@ static __always_inline void udp_first_read(struct sock *sk, bool typed)
 	}
 }
 
-/* Where only queue order says which datagram a read took (docs/JOIN.md). */
-static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int flags, const struct read_view *v,
-					struct reader_state *rs, bool typed)
+/* Where only queue order says which datagram a read took (docs/JOIN.md).
+ * `cs`: this CPU's state, looked up once by the return. */
+static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, int pidx, int ret, int flags,
+					const struct read_view *v, struct reader_state *rs, bool typed)
 {
 	/* First, and alone: 6.1's verifier then leaves the queue-order way
 	 * unwalked where the kernel names reads. With the test made in the
@@ -51,13 +52,10 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 		on_udp_named_read(sk, v, rs);
 		return;
 	}
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return;
 	struct udp_read_in in = {.ret = ret, .trunc = flags & MSG_TRUNC_FLAG, .tid = (__u32)v->pid_tgid};
 	struct udp_sock_state *st = bpf_sk_storage_get(&udp_socks, sk, 0, 0);
 	if (!st) {
-		udp_first_read(sk, typed);
+		udp_first_read(cs, sk, typed);
 		return;
 	}
 	/* Opaque: known 0 on most of read_bufsize's ways out and unknown on
@@ -70,7 +68,7 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 	 * the two in that order (x86-64 does not reorder loads). */
 	in.tail = *(volatile __u32 *)&st->tail;
 	asm volatile("" ::: "memory");
-	in.head = queue_head(sk, typed);
+	in.head = queue_head(cs, sk, typed);
 	/* Where the kernel says when a producer is mid-batch, it alone decides:
 	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
 	 * assumption, which a vCPU stalled by its host breaks. It stands in
@@ -86,7 +84,7 @@ static __always_inline void on_udp_read(struct sock *sk, int pidx, int ret, int 
 		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
 		__u64 none_held = eq_bit(drops_pending[p], 0) &
 				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
-		in.quiet = opaque_on(cs, producers_quiet(sk, typed) & none_held, SCRATCH_RECV);
+		in.quiet = opaque_on(cs, producers_quiet(cs, sk, typed) & none_held, SCRATCH_RECV);
 	} else {
 		in.sole = sole_producer(pidx, v->now);
 	}

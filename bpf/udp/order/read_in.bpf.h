@@ -50,11 +50,11 @@ static long quiet_step(__u32 i, struct quiet_look *l)
  * node, is then two plain loads instead of two bpf_probe_read_kernel calls
  * and a bpf_loop; the loop only runs while a producer is mid-batch. A
  * compile-time constant: the 6.1 variant must not contain the kfunc call.
- * The answer leaves as a number the verifier does not know (opaque_value): a
+ * The answer leaves as a number the verifier does not know (opaque_on): a
  * known true from the first look and an unknown one from the loop would be
  * two states through all of the read's decision, which the verifier's
  * instruction budget cannot afford. */
-static __always_inline bool producers_quiet(struct sock *sk, bool typed)
+static __always_inline bool producers_quiet(struct cpu_state *cs, struct sock *sk, bool typed)
 {
 	if (targ_udp_join != UDP_JOIN_ORDER_PRODQ || !bpf_core_field_exists(struct udp_sock___nl, udp_prod_queue))
 		return false;
@@ -72,7 +72,7 @@ static __always_inline bool producers_quiet(struct sock *sk, bool typed)
 		if (l.pq)
 			bpf_loop(QUIET_SPINS, quiet_step, &l, 0);
 	}
-	return opaque_value(l.quiet, SCRATCH_RECV);
+	return opaque_on(cs, l.quiet, SCRATCH_RECV);
 }
 
 /* The read's buffer size from its syscall's arguments (x86-64), 0 when
@@ -117,7 +117,7 @@ static __always_inline __u32 read_bufsize(struct cpu_state *cs)
  * slot (docs/JOIN.md). Two loads of lists the kernel changes without our
  * lock: a splice between them reads as empty, which only widens what the
  * read may have taken, never narrows it. */
-static __always_inline __u64 queue_head(struct sock *sk, bool typed)
+static __always_inline __u64 queue_head(struct cpu_state *cs, struct sock *sk, bool typed)
 {
 	if (typed) {
 		/* bpf_core_cast: plain loads past struct sock (see producers_quiet). */
@@ -127,12 +127,13 @@ static __always_inline __u64 queue_head(struct sock *sk, bool typed)
 			first = sk->sk_receive_queue.next;
 		if ((void *)first == (void *)&sk->sk_receive_queue)
 			first = NULL;
-		return ptr_value(first, SCRATCH_RECV); /* one unknown number, whichever way it went */
+		return ptr_value_on(cs, first, SCRATCH_RECV); /* one unknown number, whichever way it went */
 	}
 	struct udp_sock *up = (struct udp_sock *)sk;
 	/* BPF_CORE_READ: reader_queue lies past struct sock, where a typed
 	 * load cannot reach without bpf_core_cast (6.2+); this runs on 6.1. */
-	__u64 readq = ptr_value(&up->reader_queue, SCRATCH_RECV), rq = ptr_value(&sk->sk_receive_queue, SCRATCH_RECV);
+	__u64 readq = ptr_value_on(cs, &up->reader_queue, SCRATCH_RECV),
+	      rq = ptr_value_on(cs, &sk->sk_receive_queue, SCRATCH_RECV);
 	__u64 skb = (__u64)BPF_CORE_READ(up, reader_queue.next);
 	if (skb == readq)
 		skb = (__u64)BPF_CORE_READ(sk, sk_receive_queue.next);
