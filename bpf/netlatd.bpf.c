@@ -120,18 +120,17 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 	int pidx = port_index(sk->__sk_common.skc_num);
 	if (pidx < 0)
 		return 0;
-	/* Once for the whole return, passed down: its view, its scratch words. */
-	struct cpu_state *cs = this_cpu();
-	if (!cs)
-		return 0;
 	struct reader_state *rs = current_reader(false);
+	bool data = ret >= 0 && !(flags & MSG_PEEK_FLAG);
+	/* This CPU's state, looked up once and passed down, and only for a
+	 * return that uses it (not an EAGAIN's). Never NULL: one element. */
+	struct cpu_state *cs = data || (rs && rs->drop_n) ? this_cpu() : NULL;
 	/* Before the read's own decision: datagrams this call dropped are
 	 * not candidates of it, nor of any later read. */
-	if (rs && rs->drop_n)
+	if (cs && rs && rs->drop_n)
 		settle_read_drop(cs, sk, rs, pidx);
-	bool data = ret >= 0 && !(flags & MSG_PEEK_FLAG);
 	struct read_view v;
-	if (data)
+	if (cs && data)
 		view_here(&v, cs, bpf_ktime_get_ns(), bpf_get_current_pid_tgid(), sk, rs);
 	/* The call's start and the wake-up it slept for end with it, whatever
 	 * it returned (a peek, an error): the task's next call may not sleep,
@@ -145,7 +144,7 @@ static __always_inline int on_recv_return(struct sock *sk, int ret, int flags, b
 		if (!data)
 			forget_consumed(rs);
 	}
-	if (data) {
+	if (cs && data) {
 		if (sk->sk_protocol == IPPROTO_UDP)
 			on_udp_read(cs, sk, pidx, ret, flags, &v, rs, typed);
 		else if (sk->sk_protocol == IPPROTO_TCP)

@@ -16,15 +16,16 @@ struct {
 
 /* No wake-up per record: the daemon drains on a timer, and is woken when the
  * ring is filling up, which is checked every 32nd record a CPU writes (a
- * query is a helper call). */
+ * query is a helper call). The CPU's count of records written, `emitted`,
+ * says which: one lookup for both. */
 static __always_inline void submit(struct netlatd_wire_packet *rec)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
-	struct cpu_state *cs = this_cpu();
-	if (cs && (++cs->emitted & 31) == 0 && bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= targ_wakeup_bytes)
+	struct netlatd_counter_block *b = BLOCK(counters);
+	if (b && (++b->v[NETLATD_CNT_EMITTED] & 31) == 0 &&
+	    bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) >= targ_wakeup_bytes)
 		flags = BPF_RB_FORCE_WAKEUP;
 	bpf_ringbuf_submit(rec, flags);
-	COUNT(counters, NETLATD_CNT_EMITTED);
 }
 
 /* --cgroup: is this record's reader under one of the kept cgroups? Checked

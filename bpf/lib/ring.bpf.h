@@ -23,14 +23,26 @@ struct {
 	__type(value, struct netlatd_counter_block);
 } counters SEC(".maps");
 
-/* Add to count `idx` of this CPU's block of a counter map (`counters`,
- * `drops`: one element, a block of counts). */
+/* This CPU's block of a counter map (`counters`, `drops`: one element, a
+ * block of counts), for a program that adds to several of its counts: one
+ * lookup for all of them (BUMP). */
+#define BLOCK(map)                                                                \
+	({                                                                        \
+		__u32 __zero = 0;                                                 \
+		(typeof(*map.value) *)bpf_map_lookup_elem(&map, &__zero);         \
+	})
+/* Add `n` to count `idx` of a block (NULL: nothing). */
+#define BUMP(b, idx, n)                                                           \
+	do {                                                                      \
+		__u32 __i = (idx);                                                \
+		if ((b) && __i < sizeof((b)->v) / sizeof((b)->v[0]))             \
+			(b)->v[__i] += (n);                                       \
+	} while (0)
+/* Add to count `idx` of this CPU's block of a counter map. */
 #define ADD(map, idx, n)                                                          \
 	do {                                                                      \
-		__u32 __zero = 0, __i = (idx);                                    \
-		typeof(*map.value) *__b = bpf_map_lookup_elem(&map, &__zero);     \
-		if (__b && __i < sizeof(__b->v) / sizeof(__b->v[0]))             \
-			__b->v[__i] += (n);                                       \
+		typeof(*map.value) *__b = BLOCK(map);                             \
+		BUMP(__b, idx, n);                                                \
 	} while (0)
 #define COUNT(map, idx) ADD(map, idx, 1)
 

@@ -217,10 +217,11 @@ static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int 
 	struct net_device *dev = napi->dev;
 	if (!dev || !watched(dev, NETLATD_WATCH_NAPI))
 		return 0;
-	COUNT(counters, NETLATD_CNT_NAPI_POLLS);
-	ADD(counters, NETLATD_CNT_NAPI_PACKETS, work > 0 ? work : 0);
+	struct netlatd_counter_block *b = BLOCK(counters);
+	BUMP(b, NETLATD_CNT_NAPI_POLLS, 1);
+	BUMP(b, NETLATD_CNT_NAPI_PACKETS, work > 0 ? work : 0);
 	if (work >= budget)
-		COUNT(counters, NETLATD_CNT_NAPI_BUDGET_FULL);
+		BUMP(b, NETLATD_CNT_NAPI_BUDGET_FULL, 1);
 	return 0;
 }
 
