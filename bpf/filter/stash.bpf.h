@@ -11,16 +11,18 @@
  * allowed there), and the daemon maps .bss to expire stale ones. */
 struct netlatd_stash_entry stash[1 << NETLATD_STASH_BITS] __attribute__((aligned(64)));
 
-/* The first of the two entries (a set) where `skb` may be: two-way, so two
- * packets in flight at once that map alike both keep an entry. skb heads are
- * 256-byte slab objects, and a host's receive path recycles a few dozen of
- * them: the set is the address's object number, so that neighbours in a slab
- * page are neighbours here, and the few entries in use share a few pages and
- * lines. A hash of the address spread them over the whole table: a cache and
- * TLB miss on most packets, the costliest load of netif_receive_skb. */
+#define STASH_WAYS (1U << NETLATD_STASH_WAY_BITS)
+
+/* The first of the entries of the set where `skb` may be: several ways, so
+ * that datagrams queued unread whose addresses map alike each keep an entry.
+ * skb heads are 256-byte slab objects: the set is the address's object
+ * number, so that neighbours in a slab page are neighbours here, and the
+ * entries in use share few pages and lines. A hash of the address spread them
+ * over the whole table: a cache and TLB miss on most packets, the costliest
+ * load of netif_receive_skb. */
 static __always_inline __u32 stash_set(__u64 skb)
 {
-	return (ptr_low32(skb) >> 7) & ~1U;
+	return (ptr_low32(skb) >> (8 - NETLATD_STASH_WAY_BITS)) & ~(STASH_WAYS - 1);
 }
 
 static __always_inline struct netlatd_stash_entry *stash_at(__u32 idx)
@@ -32,35 +34,43 @@ static __always_inline struct netlatd_stash_entry *stash_at(__u32 idx)
 static __always_inline struct netlatd_stash_entry *stash_find(__u64 skb)
 {
 	__u32 idx = stash_set(skb);
-	struct netlatd_stash_entry *e = stash_at(idx);
-	if (e->skb == skb)
-		return e;
-	e = stash_at(idx | 1);
-	return e->skb == skb ? e : NULL;
+#pragma unroll
+	for (__u32 w = 0; w < STASH_WAYS; w++) {
+		struct netlatd_stash_entry *e = stash_at(idx + w);
+		if (e->skb == skb)
+			return e;
+	}
+	return NULL;
 }
 
 /* Marks an entry of the set of `skb` busy for the caller: the one an earlier
  * packet at this address still holds (never queued nor seen dropped: it is
- * lost), else a free one; when neither is free, the one whose packet came
- * first (most likely one that never reached a socket). Taking an entry that
- * held a packet counts that packet as unjoined. NULL if both are being written
- * by other CPUs this instant. */
+ * lost), else a free one; when none is free, the one whose packet came first
+ * (most likely one that never reached a socket, or the oldest unread). Taking
+ * an entry that held a packet counts that packet as unjoined. NULL if the
+ * chosen one is being written by another CPU this instant. */
 static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
 {
 	__u32 idx = stash_set(skb);
-	struct netlatd_stash_entry *a = stash_at(idx), *b = stash_at(idx | 1);
-	struct netlatd_stash_entry *same = a->skb == skb ? a : b->skb == skb ? b : NULL;
+	struct netlatd_stash_entry *same = stash_find(skb);
 	if (same && __sync_val_compare_and_swap(&same->skb, skb, NETLATD_STASH_BUSY) == skb) {
 		COUNT(drops, NETLATD_DROP_UNJOINED);
 		return same;
 	}
-	if (a->skb == NETLATD_STASH_FREE &&
-	    __sync_val_compare_and_swap(&a->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
-		return a;
-	if (b->skb == NETLATD_STASH_FREE &&
-	    __sync_val_compare_and_swap(&b->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
-		return b;
-	struct netlatd_stash_entry *victim = a->rx.receive_ns <= b->rx.receive_ns ? a : b;
+	__u32 oldest = idx;
+	__u64 oldest_ns = stash_at(idx)->rx.receive_ns;
+#pragma unroll
+	for (__u32 w = 0; w < STASH_WAYS; w++) {
+		struct netlatd_stash_entry *e = stash_at(idx + w);
+		if (e->skb == NETLATD_STASH_FREE &&
+		    __sync_val_compare_and_swap(&e->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
+			return e;
+		if (e->rx.receive_ns < oldest_ns) {
+			oldest_ns = e->rx.receive_ns;
+			oldest = idx + w;
+		}
+	}
+	struct netlatd_stash_entry *victim = stash_at(oldest);
 	__u64 old = __sync_lock_test_and_set(&victim->skb, NETLATD_STASH_BUSY);
 	if (old == NETLATD_STASH_BUSY)
 		return NULL; /* another CPU is filling it right now; it keeps it */
