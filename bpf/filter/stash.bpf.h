@@ -46,9 +46,11 @@ static __always_inline struct netlatd_stash_entry *stash_find(__u64 skb)
 /* Marks an entry of the set of `skb` busy for the caller: the one an earlier
  * packet at this address still holds (never queued nor seen dropped: it is
  * lost), else a free one; when none is free, the one whose packet came first
- * (most likely one that never reached a socket, or the oldest unread). Taking
- * an entry that held a packet counts that packet as unjoined. NULL if the
- * chosen one is being written by another CPU this instant. */
+ * among those not queued (most likely one that never reached a socket),
+ * else among all: where the kernel names reads, a queued entry waits for its
+ * read, and taking it loses a datagram about to be read. Taking an entry that
+ * held a packet counts that packet as unjoined. NULL if the chosen one is
+ * being written by another CPU this instant. */
 static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
 {
 	__u32 idx = stash_set(skb);
@@ -58,15 +60,17 @@ static __always_inline struct netlatd_stash_entry *stash_take(__u64 skb)
 		return same;
 	}
 	__u32 oldest = idx;
-	__u64 oldest_ns = stash_at(idx)->rx.receive_ns;
+	__u64 oldest_ns = ~0ULL;
 #pragma unroll
 	for (__u32 w = 0; w < STASH_WAYS; w++) {
 		struct netlatd_stash_entry *e = stash_at(idx + w);
 		if (e->skb == NETLATD_STASH_FREE &&
 		    __sync_val_compare_and_swap(&e->skb, NETLATD_STASH_FREE, NETLATD_STASH_BUSY) == NETLATD_STASH_FREE)
 			return e;
-		if (e->rx.receive_ns < oldest_ns) {
-			oldest_ns = e->rx.receive_ns;
+		/* Not queued first: their age counts from 0, a queued one's from 2^63. */
+		__u64 age_key = e->rx.receive_ns | (e->queued_ns ? 1ULL << 63 : 0);
+		if (age_key < oldest_ns) {
+			oldest_ns = age_key;
 			oldest = idx + w;
 		}
 	}
