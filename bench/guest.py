@@ -31,13 +31,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "vm"))
 
-from run_vm_suite import (GUEST_BASE, MODULES, bad_kernel_lines, place, qemu_command,  # noqa: E402
-                          rootfs_archive, run_guest)
+from run_vm_suite import (GUEST_BASE, MODULES, bad_kernel_lines, boot_overlay, place,  # noqa: E402
+                          rootfs_archive)
 from run_vm_test import TCG  # noqa: E402
 from vm_accel import choose_accel  # noqa: E402
 from vm_guest import (MARK, cpio_gz, fetch_kernel, log, module_load_order, report_lockup,  # noqa: E402
@@ -170,18 +169,8 @@ def main():
     if not kvm:
         log("under TCG: only ratios to the guest's own floor mean anything; its ns are not the host's")
     overlay = build_overlay(a, a.work, modules, bench_args)
-    initrd = os.path.join(a.work, "initrd.cpio.gz")
-    with open(initrd, "wb") as out:
-        for part in (base, overlay):
-            with open(part, "rb") as f:
-                shutil.copyfileobj(f, out)
-    os.remove(overlay)
     log(f"bench.py {' '.join(bench_args)}")
-    started = time.monotonic()
-    guest = run_guest(qemu_command(qemu, accel, kernel["VMLINUZ"], initrd, a.timeout),
-                      os.path.join(a.work, "console.log"), started + a.timeout)
-    os.remove(initrd)
-    log(f"guest: {time.monotonic() - started:.1f} s from qemu's start to its end")
+    guest = boot_overlay(qemu, accel, kernel["VMLINUZ"], a.work, base, overlay, a.timeout)
     res = write_results(a, guest.lines, kernel, why, commit_of_tree())
     rc = bench_rc(guest.lines)
     bad = bad_kernel_lines(guest.lines)

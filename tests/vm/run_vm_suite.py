@@ -182,6 +182,26 @@ def run_guest(cmd, console, deadline):
     return guest
 
 
+def boot_overlay(qemu, accel, vmlinuz, work, base, overlay, timeout):
+    """One boot of the root file system `base` with `overlay` on top, the two
+    archives as one initramfs (the kernel unpacks concatenated archives in
+    order, later files replacing earlier ones); both temporary files are
+    removed. Returns the Guest once it ended."""
+    initrd = os.path.join(work, "initrd.cpio.gz")
+    with open(initrd, "wb") as out:
+        for part in (base, overlay):
+            with open(part, "rb") as f:
+                shutil.copyfileobj(f, out)
+    os.remove(overlay)
+    log(f"initramfs {os.path.getsize(initrd) // (1 << 20)} MiB")
+    started = time.monotonic()
+    guest = run_guest(qemu_command(qemu, accel, vmlinuz, initrd, timeout),
+                      os.path.join(work, "console.log"), started + timeout)
+    os.remove(initrd)
+    log(f"guest: {time.monotonic() - started:.1f} s from qemu's start to its end")
+    return guest
+
+
 TEST_END = re.compile(r"TEST-END (\d+) rc=(-?\d+) secs=([\d.]+)")
 
 
@@ -290,21 +310,8 @@ def main():
     def boot(names):
         """One boot running `names`: (guest, {index in names: result})."""
         overlay = build_overlay(args, args.work, modules, names)
-        # One file: the root file system, then the overlay (the kernel
-        # unpacks concatenated archives in order, later files replacing
-        # earlier ones).
-        initrd = os.path.join(args.work, "initrd.cpio.gz")
-        with open(initrd, "wb") as out:
-            for part in (base, overlay):
-                with open(part, "rb") as f:
-                    shutil.copyfileobj(f, out)
-        os.remove(overlay)
-        log(f"initramfs {os.path.getsize(initrd) // (1 << 20)} MiB ({len(names)} tests, scale {args.scale} %)")
-        started = time.monotonic()
-        guest = run_guest(qemu_command(qemu, accel, kernel["VMLINUZ"], initrd, args.timeout),
-                          os.path.join(args.work, "console.log"), started + args.timeout)
-        os.remove(initrd)
-        log(f"guest: {time.monotonic() - started:.1f} s from qemu's start to its end")
+        log(f"{len(names)} tests, scale {args.scale} %")
+        guest = boot_overlay(qemu, accel, kernel["VMLINUZ"], args.work, base, overlay, args.timeout)
         return guest, judge(guest.lines, names)
 
     cpu_before = host_cpu_times()
