@@ -61,8 +61,7 @@ void run_multi_reader(const MultiReaderCase &c, const std::vector<std::string> &
   }
   // A blocking reader's oncpu: from its switch-in inside the call (it
   // slept there) or the call's start; never from before the call.
-  CHECK(run.verdict.oncpu_outside == 0);
-  CHECK(run.verdict.oncpu_absent_with_call_start == 0);
+  check_oncpu_known(run);
 }
 
 }  // namespace
@@ -177,4 +176,6 @@ TEST_CASE("readers: one TCP connection per request to a TCP_DEFER_ACCEPT listene
   // One reader per connection and one segment per request: nothing is
   // ambiguous, so every read has its record.
   CHECK(run.verdict.right == static_cast<size_t>(requests));
+  // None of them has a queue stamp, and each is counted so.
+  CHECK(run.totals.queue_unseen == static_cast<uint64_t>(requests));
 }

@@ -139,6 +139,20 @@ void check_no_wrong_records(const ReaderRun &run) {
     CHECK(run.totals.ambiguous_reads == 0);
     CHECK(v.unknown == 0);
   }
+  // A TCP record without a queue stamp is counted as queue_unseen: the
+  // segment was queued where tcp_probe does not fire.
+  if (run.proto == "tcp")
+    CHECK(v.no_queue_stamp == run.totals.queue_unseen);
+}
+
+void check_oncpu_known(const ReaderRun &run) {
+  const Verdict &v = run.verdict;
+  INFO(v.summary(run.log.reads.size()));
+  CHECK(v.oncpu_outside == 0);
+  CHECK(v.oncpu_absent_though_known == 0);
+  // Every datagram a UDP reader read was queued where netlatd stamps it.
+  if (run.proto == "udp")
+    CHECK(v.no_queue_stamp == 0);
 }
 
 }  // namespace nltest

@@ -71,4 +71,9 @@ void report(const std::string &name, const ReaderRun &run);
 // datagram read.
 void check_no_wrong_records(const ReaderRun &run);
 
+// A blocking or busy reader's oncpu stage: never from before its call, and
+// left out only where netlatd did not know where it starts (no call start,
+// or a TCP segment queued where tcp_probe does not fire, counted).
+void check_oncpu_known(const ReaderRun &run);
+
 }  // namespace nltest

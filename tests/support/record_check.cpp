@@ -102,19 +102,30 @@ std::string describe(const Record &rec, const Call *call, const std::vector<Read
   return s + " (" + why + ")";
 }
 
+// The reader's stamps against the call's start, for the log.
+std::string stamps_from_call(const Record &rec, const Call &call) {
+  std::string stamps;
+  for (const auto &[name, t] : rec.mono)
+    stamps += " " + name + "=" + std::to_string(t - call.before);
+  return stamps;
+}
+
 // The oncpu stage of a right record against the call that returned it: it
 // ends at the return stamp (inside the call, checked by the match) and must
-// not start before the call did.
+// not start before the call did. Left out only where its start was not
+// known: no call start, or no queue stamp (netlatd_read_start, stage_math.h).
 void check_oncpu(const Record &rec, const Call &call, int64_t slack, Verdict &v) {
   v.call_ns.push_back(static_cast<double>(call.after - call.before));
   v.return_to_after_ns.push_back(static_cast<double>(call.after - rec.mono.at("recv_return")));
   auto it = rec.stages.find("oncpu");
   if (it == rec.stages.end()) {
     v.oncpu_absent++;
-    if (rec.mono.count("call_start")) {
-      v.oncpu_absent_with_call_start++;
+    if (rec.mono.count("call_start") && rec.mono.count("sock_queue")) {
+      v.oncpu_absent_though_known++;
       if (v.stage_examples.size() < 4)
-        v.stage_examples.push_back("record len " + std::to_string(rec.len) + ": oncpu absent but call_start present");
+        v.stage_examples.push_back("record len " + std::to_string(rec.len) +
+                                   ": oncpu absent though call_start and sock_queue are known; stamps from the "
+                                   "call's start:" + stamps_from_call(rec, call));
     }
     return;
   }
@@ -126,16 +137,9 @@ void check_oncpu(const Record &rec, const Call &call, int64_t slack, Verdict &v)
   }
   v.oncpu_outside++;
   if (v.stage_examples.size() < 4)
-  {
-    // The reader's stamps against the call's start, to tell which one the
-    // stage began at.
-    std::string stamps;
-    for (const auto &[name, t] : rec.mono)
-      stamps += " " + name + "=" + std::to_string(t - call.before);
     v.stage_examples.push_back("record len " + std::to_string(rec.len) + ": oncpu " + std::to_string(it->second) +
                                " ns starts " + std::to_string(call.before - start) +
-                               " ns before the call; stamps from its start:" + stamps);
-  }
+                               " ns before the call; stamps from its start:" + stamps_from_call(rec, call));
 }
 
 }  // namespace
@@ -193,6 +197,7 @@ Verdict check_records(const std::vector<Record> &records, const std::vector<Read
   std::vector<bool> claimed(reads.size());
   for (const Record &rec : records) {
     v.records++;
+    v.no_queue_stamp += rec.mono.count("sock_queue") ? 0 : 1;
     v.sport_seen |= rec.sport.has_value();
     v.exact_clock |= rec.exact_clock;
     if (!rec.reader_unknown.empty() || !rec.reader_tid) {
@@ -239,10 +244,10 @@ std::string Verdict::summary(size_t datagrams) const {
   std::snprintf(line, sizeof line,
                 "%zu read, %zu records: %zu right, %zu wrong (%.1f %%), %zu without a return stamp, %zu with no "
                 "reader named (ambiguous, %.1f %%; %zu of them with a reader's fields or stages); oncpu inside the call %zu, outside %zu, absent %zu (%zu of them "
-                "with call_start); clock %s",
+                "with its start known); %zu without a queue stamp; clock %s",
                 datagrams, records, right, wrong, pct(wrong), no_return_stamp, unknown, pct(unknown),
                 unknown_with_reader_side, oncpu_inside,
-                oncpu_outside, oncpu_absent, oncpu_absent_with_call_start,
+                oncpu_outside, oncpu_absent, oncpu_absent_though_known, no_queue_stamp,
                 exact_clock ? "stamps_mono_ns" : "wall stamps converted");
   return line;
 }

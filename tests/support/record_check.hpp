@@ -57,8 +57,13 @@ struct Verdict {
   size_t unknown_with_reader_side = 0;
   std::map<std::string, size_t> unknown_reasons;
   bool sport_seen = false, exact_clock = false;
-  // The oncpu stage of right records against the call's own bounds.
-  size_t oncpu_inside = 0, oncpu_outside = 0, oncpu_absent = 0, oncpu_absent_with_call_start = 0;
+  // The oncpu stage of right records against the call's own bounds. Absent
+  // is right only where netlatd did not know where it starts: no call start,
+  // or no queue stamp (a TCP segment queued where tcp_probe does not fire,
+  // counted as queue_unseen). `oncpu_absent_though_known`: both were known.
+  size_t oncpu_inside = 0, oncpu_outside = 0, oncpu_absent = 0, oncpu_absent_though_known = 0;
+  // Records without a socket-queue stamp, right or not.
+  size_t no_queue_stamp = 0;
   std::vector<double> oncpu_ns, call_ns;
   // Right records: from the return stamp to the reader's clock after the
   // call (the syscall's exit path); negative only within the clock slack.

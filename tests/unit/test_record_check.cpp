@@ -128,11 +128,21 @@ TEST_CASE("record check: oncpu must not start before the receive call", "[unit][
   Verdict before = check({record(100, 11, 2500, 400)}, reads);
   CHECK(before.right == 1);
   CHECK(before.oncpu_outside == 1);
-  // Absent is allowed only where netlatd did not know the call's start.
+  // Absent is allowed only where netlatd did not know where it starts: the
+  // call's start or the queueing.
   json absent = record(100, 11, 2500);
-  CHECK(check({absent}, reads).oncpu_absent_with_call_start == 0);
+  Verdict v = check({absent}, reads);
+  CHECK(v.oncpu_absent == 1);
+  CHECK(v.oncpu_absent_though_known == 0);
+  CHECK(v.no_queue_stamp == 1);
   absent["stamps_mono_ns"]["call_start"] = 1100;
-  CHECK(check({absent}, reads).oncpu_absent_with_call_start == 1);
+  CHECK(check({absent}, reads).oncpu_absent_though_known == 0);
+  absent["stamps_mono_ns"]["sock_queue"] = 1200;
+  v = check({absent}, reads);
+  CHECK(v.oncpu_absent_though_known == 1);
+  CHECK(v.no_queue_stamp == 0);
+  REQUIRE(v.stage_examples.size() == 1);
+  CHECK(v.stage_examples[0].find("call_start=100") != std::string::npos);
 }
 
 TEST_CASE("record check: wall-clock stamps (schema 1) are put back on the monotonic clock", "[unit][record_check]") {
