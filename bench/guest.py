@@ -54,7 +54,8 @@ DEFAULT_ARGS = ["--only", "hooks,daemon", "--no-bpftrace", "--no-perf", "--no-so
 DEFAULT_ARGS += [x for pps in (6000, 7000, 10000, 20000) for x in ("--deep-reader", f"{pps}:10000")]
 OPT = "/opt/nlbench"
 TOOLS = ("nlbench-floor", "nlbench-pingpong", "nlbench-flood")
-PY = ("bench.py", "opcounts.py", "targets.py")
+# bench.py and every module it imports: each bench/*.py but this one.
+PY = tuple(sorted(n for n in os.listdir(HERE) if n.endswith(".py") and n != os.path.basename(__file__)))
 
 
 def build_overlay(a, work, modules, bench_args):
