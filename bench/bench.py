@@ -10,29 +10,27 @@ undone in a finally block and on SIGINT/SIGTERM.
 """
 import argparse
 import bisect
-import ctypes
 import json
 import os
 import re
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 
+from bench_bpf import BpfStats, bpf_prog_ids_of, bpf_prog_stats, netlatd_plan
+from bench_common import FLOOR_REF, FLOOR_VARIANTS, SAMPLE_VARIANT, BenchError, NoFigure, Stopped, log, median
+from bench_host import host_busy, proc_cpu_ns, proc_status_kib, rss_by_mapping_kib
+from bench_proc import Proc, not_ready, run, wait_udp_bound
+from bench_signals import stop_reason, watch_signals
+from bench_sockperf import sockperf_figures
 from opcounts import OPS_HEAD, count_runs, ops_rows, ops_title, ops_window
 from opcounts import VARIANT as OPS_VARIANT
 from targets import evaluate
-
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-STATS_SYSCTL = "/proc/sys/kernel/bpf_stats_enabled"
-# bpf(2) by machine, for BPF_ENABLE_STATS.
-BPF_SYSCALL_NR = {"x86_64": 321, "aarch64": 280}
-BPF_ENABLE_STATS, BPF_STATS_RUN_TIME = 32, 0
 
 # The events `perf script record netdev-times` records.
 PERF_EVENTS = [
@@ -52,31 +50,7 @@ NETLATD_ONLY_PARTS = ("daemon", "startstop", "lines")
 LINES_HZ = 20000
 LINES_SHOWN = 25
 
-# nlbench-floor (bench/floor.cpp) at the hooks netlatd's plan chose here, with
-# programs that return at once, and with programs that read the clock once.
-FLOOR_VARIANTS = ("floor-empty", "floor-clock")
-# The one the ratios are taken to: netlatd must read the clock at its hooks.
-FLOOR_REF = "floor-clock"
-# netlatd tracing one matching packet in 16 (the packet-rate part only).
-SAMPLE_VARIANT = "netlatd-sample16"
 SMOKE_SOCKPERF_VARIANTS = ("baseline", FLOOR_REF, "netlatd")
-
-
-class BenchError(Exception):
-    """The bench itself cannot go on (not a missed target)."""
-
-
-class NoFigure(Exception):
-    """A third-party tool ran to its end and measured nothing (sockperf's "No valid
-    observations found"): a figure missing from the results, not the bench broken."""
-
-
-class Stopped(Exception):
-    """A stop signal arrived (see watch_signals)."""
-
-
-def log(msg):
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
 START_LINE_RE = re.compile(r"programs attached in ([0-9.]+) ms \(verifier ([0-9.]+) ms; most walked: "
@@ -94,375 +68,6 @@ def start_line_figures(proc):
             return {"programs_ms": float(m.group(1)), "load_ms": float(m.group(2)),
                     "most_walked": {"program": m.group(3), "instructions": int(m.group(4))}}
     return {}
-
-
-def median(xs):
-    xs = [x for x in xs if x is not None]
-    return statistics.median(xs) if xs else None
-
-
-def run(cmd, check=True, timeout=30, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                       preexec_fn=unblock_stop_signals, **kw)
-    if check and r.returncode != 0:
-        raise BenchError(f"{' '.join(cmd)} failed ({r.returncode}): {r.stderr.strip()}")
-    return r
-
-
-class Proc:
-    """A child whose stdout/stderr lines are collected, time-stamped, by reader threads."""
-
-    def __init__(self, bench, name, cmd, ready=None, notify_dir=None):
-        """ready: (stream, predicate on a line) that says the child is ready; or
-        notify_dir: the child is a service that sends READY=1 to $NOTIFY_SOCKET
-        (netlatd: that is its contract with systemd, unlike the wording of a log line)."""
-        self.name = name
-        self.cmd = cmd
-        self.lines = {"stdout": [], "stderr": []}
-        self.ready_at = None
-        self.ready_evt = threading.Event()
-        self.ready = ready
-        env = None
-        if notify_dir:
-            env = dict(os.environ, NOTIFY_SOCKET=self._listen_notify(bench, notify_dir))
-        self.t_start = time.monotonic()
-        self.p = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, bufsize=1, env=env,
-                                  start_new_session=True, preexec_fn=unblock_stop_signals)
-        bench.procs.append(self)
-        self.threads = [threading.Thread(target=self._read, args=(s,), daemon=True)
-                        for s in ("stdout", "stderr")]
-        for t in self.threads:
-            t.start()
-
-    def _read(self, stream):
-        for line in getattr(self.p, stream):
-            now = time.monotonic()
-            self.lines[stream].append((now, line.rstrip("\n")))
-            if self.ready and not self.ready_evt.is_set() and stream == self.ready[0] \
-                    and self.ready[1](line):
-                self.ready_at = now
-                self.ready_evt.set()
-
-    def _listen_notify(self, bench, notify_dir):
-        path = os.path.join(notify_dir, f"notify-{len(bench.procs)}.sock")
-        if os.path.exists(path):
-            os.unlink(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        sock.bind(path)
-        sock.settimeout(0.2)
-
-        def listen():
-            # Until the child has exited (and a last look after, for a datagram
-            # sent just before): READY=1 stamps the moment it arrived.
-            try:
-                while not self.ready_evt.is_set():
-                    try:
-                        msg = sock.recv(4096)
-                    except socket.timeout:
-                        if getattr(self, "p", None) is not None and self.p.poll() is not None:
-                            return
-                        continue
-                    if "READY=1" in msg.decode(errors="replace").split("\n"):
-                        self.ready_at = time.monotonic()
-                        self.ready_evt.set()
-            finally:
-                sock.close()
-                os.unlink(path)
-        threading.Thread(target=listen, daemon=True).start()
-        return path
-
-    def wait_ready(self, timeout):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.ready_evt.wait(0.02):
-                return True
-            if self.p.poll() is not None:
-                for t in self.threads:
-                    t.join(1)
-                return self.ready_evt.is_set()
-        return False
-
-    def stop(self, sig=signal.SIGTERM, timeout=10):
-        """Signal the child, wait; returns seconds from signal to exit."""
-        if self.p.poll() is not None:
-            return None
-        t0 = time.monotonic()
-        try:
-            self.p.send_signal(sig)
-        except ProcessLookupError:
-            pass
-        self.wait(timeout, f"{self.name} did not exit within {timeout}s of signal {sig}")
-        return self.exited_at - t0
-
-    def wait(self, timeout, overrun=None):
-        """Exit code; past the timeout, kill the child's group and raise."""
-        try:
-            self.p.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise BenchError(overrun or f"{self.name} ran over its {timeout}s bound")
-        self.exited_at = time.monotonic()
-        for t in self.threads:
-            t.join(2)
-        return self.p.returncode
-
-    def json_lines(self, stream="stdout"):
-        out = []
-        for _, line in self.lines[stream]:
-            line = line.strip()
-            if line.startswith("{"):
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-        return out
-
-    def text(self, stream="stderr", last=15):
-        return " / ".join(l for _, l in self.lines[stream][-last:])
-
-    def kill(self):
-        if self.p.poll() is None:
-            try:
-                os.killpg(self.p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            self.p.wait(5)
-
-
-# Programs whose presence makes a host's figures suspect even when idle in the
-# sample: other tracers run BPF on the packets measured, a guest steals a CPU.
-SUSPECT_COMMS = ("qemu", "bpftrace", "netlatd", "perf", "pwru", "sockperf", "iperf3")
-
-
-def host_busy(seconds=1.0, threshold_pct=5.0, exclude=()):
-    """Other work on the host while the bench runs: processes that took more than
-    threshold_pct of a CPU over a sample of `seconds`, and any process named like a
-    tracer or a guest. A bench beside them measures their load, not netlatd's; the
-    results say so (stop 28's figures were taken beside a qemu spinning at 76 %)."""
-    def ticks():
-        out = {}
-        for d in os.listdir("/proc"):
-            if not d.isdigit() or int(d) in exclude:
-                continue
-            try:
-                with open(f"/proc/{d}/stat") as f:
-                    st = f.read()
-                comm = st[st.index("(") + 1:st.rindex(")")]
-                fields = st[st.rindex(")") + 2:].split()
-                out[int(d)] = (comm, int(fields[11]) + int(fields[12]))
-            except (OSError, ValueError, IndexError):
-                continue
-        return out
-    hz = os.sysconf("SC_CLK_TCK")
-    before = ticks()
-    time.sleep(seconds)
-    after = ticks()
-    busy = []
-    for pid, (comm, t) in after.items():
-        pct = 100.0 * (t - before.get(pid, (comm, t))[1]) / hz / seconds
-        suspect = any(comm.startswith(c) for c in SUSPECT_COMMS)
-        if pct >= threshold_pct or suspect:
-            busy.append({"pid": pid, "comm": comm, "cpu_pct": round(pct, 1)})
-    return sorted(busy, key=lambda b: -b["cpu_pct"])
-
-
-def proc_cpu_ticks(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
-
-
-def proc_cpu_ns(pid):
-    """CPU time of all of a process's threads in ns, from each thread's
-    schedstat (nanosecond run time), and the resolution in ns: 1, or one clock
-    tick when the kernel has no schedstat and utime+stime is all there is."""
-    total, seen = 0, False
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        tids = []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
-                total += int(f.read().split()[0])
-                seen = True
-        except (OSError, ValueError, IndexError):
-            pass
-    if seen:
-        return total, 1
-    return proc_cpu_ticks(pid) * 1e9 / CLK_TCK, 1e9 / CLK_TCK
-
-
-def proc_status_kib(pid, key):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    return None
-
-
-def rss_by_mapping_kib(pid):
-    """The process's RSS now, by what backs it: "bpf_maps" (the mmap'ed ring buffer:
-    kernel memory, yet counted in VmRSS/VmHWM), "binary" (its own file), "libraries"
-    (other files), "anonymous" (heap, thread stacks)."""
-    exe = os.readlink(f"/proc/{pid}/exe")
-    out = {"bpf_maps": 0, "binary": 0, "libraries": 0, "anonymous": 0}
-    kind = None
-    with open(f"/proc/{pid}/smaps") as f:
-        for line in f:
-            first = line.split(None, 1)[0]
-            if "-" in first and not first.endswith(":"):
-                fields = line.split(None, 5)
-                name = fields[5].strip() if len(fields) > 5 else ""
-                kind = ("bpf_maps" if "bpf-map" in name else "binary" if name == exe
-                        else "libraries" if name.startswith("/") else "anonymous")
-            elif kind and first == "Rss:":
-                out[kind] += int(line.split()[1])
-    return out
-
-
-class BpfStats:
-    """BPF run-time statistics on for a `with` block. Through bpf(BPF_ENABLE_STATS): on
-    while our fd is open, counted per holder by the kernel, so a second bench or a
-    kill -9 cannot leave them on or turn them off under us. The sysctl
-    kernel.bpf_stats_enabled is the fallback, put back at the end of the block and
-    by the bench's clean-up."""
-
-    def __init__(self, bench):
-        self.bench, self.fd, self.orig = bench, None, None
-
-    def __enter__(self):
-        nr = BPF_SYSCALL_NR.get(os.uname().machine)
-        if nr is not None:
-            libc = ctypes.CDLL(None, use_errno=True)
-            attr = ctypes.create_string_buffer(16)  # union bpf_attr { enable_stats.type }
-            attr[0] = BPF_STATS_RUN_TIME
-            fd = libc.syscall(nr, BPF_ENABLE_STATS, attr, len(attr))
-            if fd >= 0:
-                self.fd = fd
-                return self
-        with open(STATS_SYSCTL) as f:
-            self.orig = f.read().strip()
-        self.bench.cleanups.append(self._restore)
-        with open(STATS_SYSCTL, "w") as f:
-            f.write("1")
-        return self
-
-    def _restore(self):
-        if self.orig is not None:
-            with open(STATS_SYSCTL, "w") as f:
-                f.write(self.orig)
-            self.orig = None
-
-    def __exit__(self, *exc):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
-        self._restore()
-        return False
-
-
-def bpf_prog_ids_of(pid):
-    """Program ids held open by a process: exact, unlike name or load-time matching."""
-    ids = []
-    fd_dir = f"/proc/{pid}/fd"
-    for fd in os.listdir(fd_dir):
-        try:
-            if "bpf-prog" not in os.readlink(f"{fd_dir}/{fd}"):
-                continue
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                for line in f:
-                    if line.startswith("prog_id:"):
-                        ids.append(int(line.split()[1]))
-        except OSError:
-            continue
-    return sorted(set(ids))
-
-
-def bpf_prog_stats(ids):
-    """{id: (name, run_cnt, run_time_ns)} from bpftool."""
-    out = {}
-    r = run(["bpftool", "--json", "prog", "show"], timeout=30)
-    for p in json.loads(r.stdout):
-        if p.get("id") in ids:
-            out[p["id"]] = (p.get("name", "?"), p.get("run_cnt", 0), p.get("run_time_ns", 0))
-    return out
-
-
-def netlatd_plan(netlatd):
-    """The hooks netlatd's plan chose on this kernel, as `netlatd --check` prints them
-    ("tp_btf/netif_receive_skb", "fexit/sock_recvmsg"): the points the floor attaches
-    at. Raises BenchError when netlatd cannot say (it cannot run here)."""
-    r = run([netlatd, "--check"], check=False, timeout=60)
-    hooks, in_block = [], False
-    for line in r.stdout.splitlines():
-        if line.startswith("hook points"):
-            in_block = True
-            continue
-        if in_block:
-            if not line.strip():
-                break
-            # "  <point>  <chosen hook or ->  [<candidates>]"
-            fields = line.split(None, 2)
-            if len(fields) >= 2 and fields[1] != "-":
-                hooks.append(fields[1])
-    if r.returncode != 0 or not hooks:
-        raise BenchError(f"netlatd --check gave no plan (exit {r.returncode}): "
-                         f"{(r.stdout + r.stderr).strip()[-300:]}")
-    return hooks
-
-
-def sockperf_saw_nothing(text):
-    """Whether a sockperf run ended without one round trip in its measured window."""
-    return "No valid observations" in text
-
-
-def sockperf_figures(run_once, v, seconds, tries=2):
-    """The figures of a sockperf client run; run_once() runs it: (exit code, output).
-    sockperf keeps only the round trips of a window inside its run: after its 400 ms
-    warm-up and before a cool-down, about 1 s of a 2 s run, none of a 1 s run ("No
-    valid observations found", every time here: the smoke run takes 2 s). A host that
-    stalls the client through the window leaves it empty too: it runs again, and if
-    no try kept one, the figure is missing (NoFigure), which is not the bench broken
-    (BenchError: the tool failed)."""
-    for attempt in range(tries):
-        rc, text = run_once()
-        res = sockperf_result(text)
-        if rc != 0 or res or not sockperf_saw_nothing(text):
-            break
-        log(f"sockperf ({v}): no valid observations in its window (try {attempt + 1} of {tries})")
-    else:
-        raise NoFigure(f"sockperf ({v}) ran {seconds} s {tries} times and kept no observation "
-                       "in its window")
-    if rc != 0 or not res:
-        tail = "\n".join(text.splitlines()[-15:])
-        raise BenchError(f"sockperf client ({v}) failed (exit {rc}): {tail}")
-    return res
-
-
-def sockperf_result(text):
-    """Figures of one `sockperf ping-pong --full-rtt` run from its report (usec)."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    out = {}
-    for key, pat in (("p50_ns", r"percentile 50\.000 =\s*([0-9.]+)"),
-                     ("p90_ns", r"percentile 90\.000 =\s*([0-9.]+)"),
-                     ("p99_ns", r"percentile 99\.000 =\s*([0-9.]+)"),
-                     ("min_ns", r"<MIN> observation =\s*([0-9.]+)"),
-                     ("max_ns", r"<MAX> observation =\s*([0-9.]+)"),
-                     ("mean_ns", r"avg-rtt=([0-9.]+)")):
-        m = re.search(pat, text)
-        if m:
-            out[key] = float(m.group(1)) * 1000
-    m = re.search(r"Total (\d+) observations", text)
-    out["count"] = int(m.group(1)) if m else 0
-    m = re.search(r"# dropped messages = (\d+)", text)
-    out["lost"] = int(m.group(1)) if m else 0
-    # Every datagram of the run, warm-up included: what a tracer on lo sees.
-    m = re.search(r"\[Total Run\].*SentMessages=(\d+); ReceivedMessages=(\d+)", text)
-    if m:
-        out["packets_total"] = int(m.group(1)) + int(m.group(2))
-    return out if "p50_ns" in out and "p99_ns" in out and "mean_ns" in out else None
 
 
 class Bench:
@@ -1287,30 +892,6 @@ class Bench:
         self.bench_failures.append(msg)
 
 
-def wait_udp_bound(port, pr, timeout):
-    """Whether a UDP/IPv4 socket is bound to port within timeout (for a server
-    that prints nothing when ready); False also when pr exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pr.p.poll() is not None:
-            return False
-        # /proc/net/udp, not a test bind: a bind of ours could take the port
-        # from under the server for an instant.
-        with open("/proc/net/udp") as f:
-            next(f)
-            if any(line.split()[1].endswith(f":{port:04X}") for line in f):
-                return True
-        time.sleep(0.05)
-    return False
-
-
-def not_ready(pr, timeout):
-    """Message for a tracer that never said it was ready; kills it if still running."""
-    rc = pr.p.poll()
-    pr.kill()
-    why = f"exited with {rc}" if rc is not None else f"not ready within {timeout}s"
-    return f"{pr.name} {why}: {pr.text(last=3)}"
-
 
 def netlatd_drops(lines):
     """Drops summed over interval lines. netlatd reports each interval's own counts."""
@@ -1597,42 +1178,6 @@ def render(res, md=False):
                        ", ".join(f"{b['comm']} (pid {b['pid']}, {b['cpu_pct']} % of a CPU)" for b in busy) +
                        "; absolute figures are suspect, A/B within this run less so")
     return "\n".join(out)
-
-
-STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-stop_reason = []
-
-
-def watch_signals():
-    """Stop on SIGTERM/SIGINT/SIGHUP, saying who sent it: on a shared host a stray
-    `pkill` from someone else is otherwise indistinguishable from a real stop.
-    The signals are blocked in every thread and taken by one with sigwaitinfo;
-    children get them unblocked again (see Proc)."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-    def stop(_signum, _frame):
-        raise Stopped(stop_reason[-1] if stop_reason else "stop signal")
-    # A handler of our own: SIGINT may be ignored (a background job), and then
-    # Python has no handler for interrupt_main() to run.
-    signal.signal(signal.SIGUSR1, stop)
-
-    def waiter():
-        info = signal.sigwaitinfo(STOP_SIGNALS)
-        try:
-            with open(f"/proc/{info.si_pid}/cmdline", "rb") as f:
-                who = f.read().replace(b"\0", b" ").decode(errors="replace").strip()
-        except OSError:
-            who = "?"
-        stop_reason.append(f"signal {info.si_signo} from pid {info.si_pid} ({who[:200]})")
-        log(f"stopping: {stop_reason[-1]}")
-        import _thread
-        _thread.interrupt_main(signal.SIGUSR1)
-
-    threading.Thread(target=waiter, daemon=True).start()
-
-
-def unblock_stop_signals():
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def main():
