@@ -1,0 +1,178 @@
+"""Part 3, per-hook cost: BPF run time per program during a max-rate flood and
+per loopback round trip, against the floor; what single operations cost at a
+hook on this host; and netlatd's op counts (opcounts.py)."""
+from bench_bpf import BpfStats, bpf_prog_ids_of, bpf_prog_stats
+from bench_common import FLOOR_REF, FLOOR_VARIANTS, BenchError, log, median
+from bench_proc import Proc
+from opcounts import count_runs
+
+
+def hook_costs(b):
+    """Run time per BPF program during a max-rate flood (netlatd, bpftrace and the
+    floor script), then per loopback round trip (netlatd, bpftrace): what each
+    hook costs, and how many runs one round trip pays for."""
+    a = b.a
+    out = b.results["hooks"] = {}
+    rt_out = b.results["hooks_roundtrip"] = {}
+    tracers = [v for v in b.variants() if v in FLOOR_VARIANTS]
+    if a.netlatd:
+        tracers.append("netlatd")
+    if "netlatd-aggregate" in b.variants():
+        tracers.append("netlatd-aggregate")
+    if a.netlatd_b:
+        tracers.append("netlatd-b")
+    if "bpftrace" in b.variants():
+        tracers += ["bpftrace", "bpftrace-floor"]
+    for v in tracers:
+        r = bpf_stats_during(b, v, b.veth, b.veth_ifindex, [b.ports[2]],
+                                   lambda: b.flood(0, a.flood_seconds))
+        if r is None:
+            continue
+        progs, f, extra = r
+        for p in progs:
+            p["runs_per_s"] = p["run_cnt"] / f["wall_s"]
+            p["runs_per_packet"] = p["run_cnt"] / f["received"] if f["received"] else None
+        total_ns = sum(p["run_time_ns"] for p in progs)
+        # A hook is "hot" if it runs at least once per ten received packets.
+        hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
+               and p["ns_per_run"] is not None]
+        out[v] = {"received": f["received"], "recv_pps": f["recv_pps"], "progs": progs,
+                  "bpf_ns_per_packet": total_ns / f["received"] if f["received"] else None,
+                  "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
+                  "traced_packets": extra.get("traced_packets")}
+        log(f"hook cost {v}: {len(progs)} programs, "
+            f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
+
+    p_srv, p_cli = b.ports[0], b.ports[1]
+    srv = b.pingpong_server("hooks", p_srv)
+    trips = a.count + a.warmup
+
+    def pingpong():
+        cli = Proc(b, "pingpong-client-hooks",
+                   b.pinned([b.tool("pingpong"), "client", "--to",
+                                f"127.0.0.1:{p_srv}", "--bind", f"127.0.0.1:{p_cli}",
+                                "--count", str(a.count), "--warmup", str(a.warmup)]))
+        if cli.wait(max(60, a.count * 0.01)) != 0 or not cli.json_lines():
+            raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
+        return cli.json_lines()[-1]
+    # Interleaved rounds: this host's speed drifts by tens of per cent within
+    # minutes, so each round measures every tracer back to back, and a
+    # tracer's figure against the floor is the median of its per-round ratios.
+    rt_tracers = [t for t in tracers if t != "bpftrace-floor"]
+    rounds = {v: [] for v in rt_tracers}
+    try:
+        for rnd in range(a.hook_rounds):
+            for v in rt_tracers[rnd % len(rt_tracers):] + rt_tracers[:rnd % len(rt_tracers)]:
+                r = bpf_stats_during(b, v, "lo", 1, [p_srv, p_cli], pingpong)
+                if r is None:
+                    continue
+                progs, res, _ = r
+                ns = sum(p["run_time_ns"] for p in progs) / trips
+                rounds[v].append({"round": rnd, "progs": progs, "p50_ns": res["p50_ns"],
+                                  "bpf_ns_per_round_trip": ns})
+                log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
+                    f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
+                    f"{ns:.0f} ns of BPF")
+        if b.recv_return_hook():
+            host_primitives(b, pingpong, p_srv, p_cli)
+        # Apart from the timed runs: the counting's atomic adds cost time.
+        if a.netlatd:
+            count_runs(b, pingpong, p_srv, p_cli)
+    finally:
+        srv.kill()
+    for v, rs in rounds.items():
+        if not rs:
+            continue
+        # Programs summed over the rounds, by name.
+        by_name = {}
+        for r in rs:
+            for p in r["progs"]:
+                q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
+                                                   "run_time_ns": 0})
+                q["run_cnt"] += p["run_cnt"]
+                q["run_time_ns"] += p["run_time_ns"]
+        progs = sorted(by_name.values(), key=lambda p: p["name"])
+        n = trips * len(rs)
+        for p in progs:
+            p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
+            p["runs_per_round_trip"] = p["run_cnt"] / n
+            p["ns_per_round_trip"] = p["run_time_ns"] / n
+        per_round = [r["bpf_ns_per_round_trip"] for r in rs]
+        rt_out[v] = {"round_trips": trips, "rounds": len(rs), "progs": progs,
+                     "p50_ns": median([r["p50_ns"] for r in rs]),
+                     "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / n,
+                     "bpf_ns_per_round_trip": median(per_round),
+                     "bpf_ns_rounds": [round(x) for x in per_round]}
+        log(f"hook cost {v} per loopback round trip: "
+            f"{rt_out[v]['runs_per_round_trip']:.1f} program runs, median "
+            f"{rt_out[v]['bpf_ns_per_round_trip']:.0f} ns of BPF over {len(rs)} round(s)")
+    # Each tracer against the clock floor of the same round.
+    ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(FLOOR_REF, [])}
+    for v, h in rt_out.items():
+        ratios = [r["bpf_ns_per_round_trip"] / ref[r["round"]] for r in rounds[v]
+                  if ref.get(r["round"])]
+        if ratios:
+            h["ratio_to_floor_rounds"] = [round(x, 3) for x in ratios]
+            h["ratio_to_floor"] = median(ratios)
+
+
+def host_primitives(b, pingpong, p_srv, p_cli):
+    """What single operations cost in a program on this host, at the receive
+    return's hook over one loopback ping-pong (nlbench-floor --flavour primitives):
+    what the floor's flavours leave out of a design like netlatd's, a socket's lock
+    taken at each datagram's enqueue and at its read."""
+    v = "floor-primitives"
+    try:
+        tr, info = b.start_tracer(v, "lo", 1, [p_srv, p_cli])
+    except BenchError as e:
+        b.bench_error(v, f"host primitives: {e}")
+        return
+    try:
+        ids = bpf_prog_ids_of(tr.p.pid)
+        with BpfStats(b):
+            before = bpf_prog_stats(ids)
+            pingpong()
+            after = bpf_prog_stats(ids)
+    finally:
+        b.stop_tracer(v, tr, info)
+    ns = {}
+    for pid_, name in info["prog_names"].items():
+        if pid_ in after:
+            cnt = after[pid_][1] - before.get(pid_, ("", 0, 0))[1]
+            t = after[pid_][2] - before.get(pid_, ("", 0, 0))[2]
+            ns[name] = t / cnt if cnt else None
+    b.results["host_primitives"] = {"hook": b.recv_return_hook(), "ns_per_run": ns,
+                                       "missing": info.get("missing", []),
+                                       "round_trips": b.a.count + b.a.warmup}
+    log("host primitives at " + b.recv_return_hook() + ": "
+        + ", ".join(f"{k} {x:.0f} ns" for k, x in ns.items() if x is not None))
+
+
+def bpf_stats_during(b, v, iface, ifindex, ports, work):
+    """Starts tracer v, runs work() with BPF run-time statistics on; returns (per-program
+    deltas, work's result, stop_tracer's figures), or None if the tracer did not start."""
+    try:
+        tr, info = b.start_tracer(v, iface, ifindex, ports)
+    except BenchError as e:
+        b.tracer_error(v, f"hook cost: {e}")
+        return None
+    try:
+        ids = bpf_prog_ids_of(tr.p.pid)
+        if not ids:
+            raise BenchError(f"{v} holds no BPF program fds")
+        with BpfStats(b):
+            before = bpf_prog_stats(ids)
+            result = work()
+            after = bpf_prog_stats(ids)
+    finally:
+        extra = b.stop_tracer(v, tr, info)
+    progs = []
+    names = info.get("prog_names", {})
+    for pid_, (name, cnt, ns) in sorted(after.items(),
+                                        key=lambda kv: names.get(kv[0], kv[1][0])):
+        name = names.get(pid_, name)
+        _, cnt0, ns0 = before.get(pid_, (name, 0, 0))
+        d_cnt, d_ns = cnt - cnt0, ns - ns0
+        progs.append({"id": pid_, "name": name, "run_cnt": d_cnt, "run_time_ns": d_ns,
+                      "ns_per_run": d_ns / d_cnt if d_cnt else None})
+    return progs, result, extra
