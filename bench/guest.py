@@ -120,10 +120,10 @@ def write_results(a, lines, kernel, accel_why, commit):
     with open(a.out, "w") as f:
         json.dump(res, f, indent=1)
     if a.markdown:
-        import bench  # bench/bench.py: its tables, rendered here from the guest's results
+        import bench_report  # bench/bench_report.py: its tables, rendered here from the guest's results
         with open(a.markdown, "w") as f:
             f.write(f"Guest: {kernel.get('PKG')}, {accel_why}; netlatd at {commit}. "
-                    f"{res['guest']['note']}.\n\n" + bench.render(res, md=True) + "\n")
+                    f"{res['guest']['note']}.\n\n" + bench_report.render(res, md=True) + "\n")
     return res
 
 

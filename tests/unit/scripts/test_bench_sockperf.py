@@ -12,8 +12,8 @@ import unittest
 
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "..", "..", "..", "bench"))
-import bench  # noqa: E402
 import bench_common  # noqa: E402
+import bench_report  # noqa: E402
 import bench_sockperf  # noqa: E402
 
 
@@ -86,9 +86,9 @@ class SockperfTest(unittest.TestCase):
             {"round": 0, "path": "loopback-sockperf", "variant": "baseline",
              "no_figure": "sockperf (baseline) ran 2 s 2 times and kept no observation"}]},
             "errors": [], "notes": []}
-        bench.summarize(res)
+        bench_report.summarize(res)
         self.assertEqual(list(res["roundtrip"]["summary"]), ["loopback"])
-        text = bench.render(res)
+        text = bench_report.render(res)
         self.assertIn("no figure: roundtrip loopback-sockperf baseline (round 1)", text)
 
 
