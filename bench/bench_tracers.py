@@ -56,49 +56,60 @@ class Tracers:
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
         elif variant in FLOOR_VARIANTS or variant == "floor-primitives":
-            cmd = [self.tool("floor"), "--flavour", variant.split("-", 1)[1], "--seconds", "3600"]
-            for h in self.plan if variant in FLOOR_VARIANTS else [self.recv_return_hook()]:
-                cmd += ["--hook", h]
-            pr = Proc(self, variant, cmd, ready=("stdout", lambda l: '"ready"' in l))
-            if not pr.wait_ready(30):
-                raise BenchError(not_ready(pr, 30))
-            info["t_ready"] = pr.ready_at
-            ready = pr.json_lines()[-1]
-            # The kernel names every copy after its function; the row is the hook's
-            # (with primitives, the operation's).
-            info["prog_names"] = {p["id"]: p["hook"] for p in ready["programs"]}
-            info["missing"] = ready.get("missing", [])
-            return pr, info
+            return self._start_floor(variant)
         elif variant == "bpftrace-floor":
             cmd = ["bpftrace", os.path.join(os.path.dirname(self.a.bt), "hook-floor.bt")]
             pr = Proc(self, variant, cmd, ready=("stdout", lambda l: "tracing ready" in l))
             timeout = 60
         elif variant == "perf":
-            path = os.path.join(self.tmp, "perf.data")
-            if os.path.exists(path):
-                os.unlink(path)
-            ctl, ack = os.path.join(self.tmp, "perf.ctl"), os.path.join(self.tmp, "perf.ack")
-            for f in (ctl, ack):
-                if not os.path.exists(f):
-                    os.mkfifo(f)
-            cmd = ["perf", "record", "-a", "-q", "-o", path, "-D", "-1", "--max-size", "2G",
-                   "--control", f"fifo:{ctl},{ack}"]
-            for e in PERF_EVENTS:
-                cmd += ["-e", e]
-            pr = Proc(self, variant, cmd)
-            # perf starts with events disabled (-D -1) and says "ack" once it has
-            # enabled them on our request: that is its "ready".
-            if not self._perf_enable(pr, ctl, ack):
-                pr.kill()
-                raise BenchError(f"perf did not start: {pr.text()}")
-            info["perf_data"] = path
-            info["t_ready"] = time.monotonic()
-            return pr, info
+            return self._start_perf(variant)
         else:
             raise ValueError(variant)
         if not pr.wait_ready(timeout):
             raise BenchError(not_ready(pr, timeout))
         info["t_ready"] = pr.ready_at
+        return pr, info
+
+    def _start_floor(self, variant):
+        """nlbench-floor at netlatd's hooks (the floor variants), or at the receive
+        return's hook (floor-primitives), once it is ready: (proc, info)."""
+        info = {}
+        cmd = [self.tool("floor"), "--flavour", variant.split("-", 1)[1], "--seconds", "3600"]
+        for h in self.plan if variant in FLOOR_VARIANTS else [self.recv_return_hook()]:
+            cmd += ["--hook", h]
+        pr = Proc(self, variant, cmd, ready=("stdout", lambda l: '"ready"' in l))
+        if not pr.wait_ready(30):
+            raise BenchError(not_ready(pr, 30))
+        info["t_ready"] = pr.ready_at
+        ready = pr.json_lines()[-1]
+        # The kernel names every copy after its function; the row is the hook's
+        # (with primitives, the operation's).
+        info["prog_names"] = {p["id"]: p["hook"] for p in ready["programs"]}
+        info["missing"] = ready.get("missing", [])
+        return pr, info
+
+    def _start_perf(self, variant):
+        """perf record of PERF_EVENTS, once it has enabled them: (proc, info)."""
+        info = {}
+        path = os.path.join(self.tmp, "perf.data")
+        if os.path.exists(path):
+            os.unlink(path)
+        ctl, ack = os.path.join(self.tmp, "perf.ctl"), os.path.join(self.tmp, "perf.ack")
+        for f in (ctl, ack):
+            if not os.path.exists(f):
+                os.mkfifo(f)
+        cmd = ["perf", "record", "-a", "-q", "-o", path, "-D", "-1", "--max-size", "2G",
+               "--control", f"fifo:{ctl},{ack}"]
+        for e in PERF_EVENTS:
+            cmd += ["-e", e]
+        pr = Proc(self, variant, cmd)
+        # perf starts with events disabled (-D -1) and says "ack" once it has
+        # enabled them on our request: that is its "ready".
+        if not self._perf_enable(pr, ctl, ack):
+            pr.kill()
+            raise BenchError(f"perf did not start: {pr.text()}")
+        info["perf_data"] = path
+        info["t_ready"] = time.monotonic()
         return pr, info
 
     def _perf_enable(self, pr, ctl, ack):
