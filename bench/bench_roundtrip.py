@@ -9,6 +9,38 @@ SMOKE_SOCKPERF_VARIANTS = ("baseline", FLOOR_REF, "netlatd")
 
 def roundtrip(b):
     a = b.a
+    paths = roundtrip_paths(b)
+    variants = b.variants()
+    runs = []
+    # Registered now so that the runs done survive a stop half-way.
+    b.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
+                              "sockperf_seconds": a.sockperf_seconds if b.sockperf
+                              else None, "summary": {}, "runs": runs, "no_figure": []}
+    failed = set()
+    start_servers(b, paths)
+    for rnd in range(a.rounds):
+        for name, pth in paths.items():
+            for v in variants:
+                if (name, v) in failed:
+                    continue
+                # The smoke run keeps every variant alive on the other paths; on
+                # sockperf's it keeps what the ratio needs, to stay short.
+                if a.smoke and pth.get("sockperf") and v not in SMOKE_SOCKPERF_VARIANTS:
+                    continue
+                rec = roundtrip_run(b, rnd, name, pth, v, failed)
+                if rec is None:
+                    continue
+                runs.append(rec)
+                log(f"roundtrip round {rnd + 1}/{a.rounds} {name:17s} {v:17s} "
+                    f"p50 {rec['p50_ns'] / 1000:7.2f} us  p99 {rec['p99_ns'] / 1000:7.2f} us")
+    for pth in paths.values():
+        pth["server"].kill()
+
+
+def roundtrip_paths(b):
+    """The paths a round trip takes, by name: the interface and ports traced, the
+    server's command and what the client needs."""
+    a = b.a
     p_srv, p_cli = b.ports[0], b.ports[1]
     paths = {
         "loopback": dict(iface="lo", ifindex=1, ports=[p_srv, p_cli], srv_cmd=b.pinned(
@@ -30,19 +62,17 @@ def roundtrip(b):
         paths["loopback-sockperf"] = dict(
             iface="lo", ifindex=1, ports=[sp_srv, sp_cli], sockperf=True,
             srv_cmd=b.pinned([b.sockperf, "server", "-i", "127.0.0.1",
-                                 "-p", str(sp_srv)]),
+                              "-p", str(sp_srv)]),
             cli_cmd=b.pinned([b.sockperf, "ping-pong", "-i", "127.0.0.1",
-                                 "-p", str(sp_srv), "-m", "64",
-                                 "-t", str(a.sockperf_seconds), "--full-rtt",
-                                 "--no-rdtsc", "--client_ip", "127.0.0.1",
-                                 "--client_port", str(sp_cli)]))
-    variants = b.variants()
-    runs = []
-    # Registered now so that the runs done survive a stop half-way.
-    b.results["roundtrip"] = {"count": a.count, "warmup": a.warmup, "rounds": a.rounds,
-                                 "sockperf_seconds": a.sockperf_seconds if b.sockperf
-                                 else None, "summary": {}, "runs": runs, "no_figure": []}
-    failed = set()
+                              "-p", str(sp_srv), "-m", "64",
+                              "-t", str(a.sockperf_seconds), "--full-rtt",
+                              "--no-rdtsc", "--client_ip", "127.0.0.1",
+                              "--client_port", str(sp_cli)]))
+    return paths
+
+
+def start_servers(b, paths):
+    """Each path's server, ready: pth["server"]."""
     for name, pth in paths.items():
         if pth.get("sockperf"):
             # sockperf says nothing when it is ready: it is when its port is bound.
@@ -55,48 +85,41 @@ def roundtrip(b):
             if not srv.wait_ready(10):
                 raise BenchError(f"pingpong server ({name}) did not start: {srv.text()}")
         pth["server"] = srv
-    for rnd in range(a.rounds):
-        for name, pth in paths.items():
-            for v in variants:
-                if (name, v) in failed:
-                    continue
-                # The smoke run keeps every variant alive on the other paths; on
-                # sockperf's it keeps what the ratio needs, to stay short.
-                if a.smoke and pth.get("sockperf") and v not in SMOKE_SOCKPERF_VARIANTS:
-                    continue
-                rec = {"round": rnd, "path": name, "variant": v}
-                try:
-                    tr, info = b.start_tracer(v, pth["iface"], pth["ifindex"],
-                                                 pth["ports"])
-                except BenchError as e:
-                    b.tracer_error(v, f"roundtrip {name}: {e}")
-                    failed.add((name, v))
-                    continue
-                try:
-                    rec.update(roundtrip_client(b, name, pth, v))
-                except NoFigure as e:
-                    rec["no_figure"] = str(e)
-                finally:
-                    try:
-                        rec.update(b.stop_tracer(v, tr, info))
-                    except BenchError as e:
-                        b.tracer_error(v, f"roundtrip {name}: {e}")
-                if "no_figure" in rec:
-                    log(f"roundtrip {name} {v}: no figure: {rec['no_figure']}")
-                    b.results["roundtrip"]["no_figure"].append(rec)
-                    continue
-                # A tracer that attaches but follows no packet costs nothing and
-                # measures nothing: that is a failure, not a good figure.
-                want = rec.pop("packets_total", None) or \
-                    (a.count + a.warmup) * pth.get("traced_ends", 2)
-                if v.startswith("netlatd") and rec.get("traced_packets", 0) < 0.9 * want:
-                    b.tracer_error(v, f"roundtrip {name}: traced "
-                                      f"{rec.get('traced_packets')} of {want} packets")
-                runs.append(rec)
-                log(f"roundtrip round {rnd + 1}/{a.rounds} {name:17s} {v:17s} "
-                    f"p50 {rec['p50_ns'] / 1000:7.2f} us  p99 {rec['p99_ns'] / 1000:7.2f} us")
-    for pth in paths.values():
-        pth["server"].kill()
+
+
+def roundtrip_run(b, rnd, name, pth, v, failed):
+    """One client run on a path with tracer v: its record, or None when the tracer
+    did not start (then (name, v) is in failed) or the run gave no figure."""
+    a = b.a
+    rec = {"round": rnd, "path": name, "variant": v}
+    try:
+        tr, info = b.start_tracer(v, pth["iface"], pth["ifindex"],
+                                  pth["ports"])
+    except BenchError as e:
+        b.tracer_error(v, f"roundtrip {name}: {e}")
+        failed.add((name, v))
+        return None
+    try:
+        rec.update(roundtrip_client(b, name, pth, v))
+    except NoFigure as e:
+        rec["no_figure"] = str(e)
+    finally:
+        try:
+            rec.update(b.stop_tracer(v, tr, info))
+        except BenchError as e:
+            b.tracer_error(v, f"roundtrip {name}: {e}")
+    if "no_figure" in rec:
+        log(f"roundtrip {name} {v}: no figure: {rec['no_figure']}")
+        b.results["roundtrip"]["no_figure"].append(rec)
+        return None
+    # A tracer that attaches but follows no packet costs nothing and
+    # measures nothing: that is a failure, not a good figure.
+    want = rec.pop("packets_total", None) or \
+        (a.count + a.warmup) * pth.get("traced_ends", 2)
+    if v.startswith("netlatd") and rec.get("traced_packets", 0) < 0.9 * want:
+        b.tracer_error(v, f"roundtrip {name}: traced "
+                          f"{rec.get('traced_packets')} of {want} packets")
+    return rec
 
 
 def roundtrip_client(b, name, pth, v):
