@@ -14,6 +14,34 @@ def hook_costs(b):
     a = b.a
     out = b.results["hooks"] = {}
     rt_out = b.results["hooks_roundtrip"] = {}
+    tracers = hook_tracers(b)
+    for v in tracers:
+        h = flood_hook_costs(b, v)
+        if h is not None:
+            out[v] = h
+
+    p_srv, p_cli = b.ports[0], b.ports[1]
+    srv = b.pingpong_server("hooks", p_srv)
+    pingpong = hooks_pingpong(b, p_srv, p_cli)
+    try:
+        rounds = round_trip_rounds(b, [t for t in tracers if t != "bpftrace-floor"], pingpong,
+                                   [p_srv, p_cli])
+        if b.recv_return_hook():
+            host_primitives(b, pingpong, p_srv, p_cli)
+        # Apart from the timed runs: the counting's atomic adds cost time.
+        if a.netlatd:
+            count_runs(b, pingpong, p_srv, p_cli)
+    finally:
+        srv.kill()
+    for v, rs in rounds.items():
+        if rs:
+            rt_out[v] = round_trip_costs(v, rs, a.count + a.warmup)
+    ratios_to_floor(rt_out, rounds)
+
+
+def hook_tracers(b):
+    """The tracers whose programs the hooks part measures."""
+    a = b.a
     tracers = [v for v in b.variants() if v in FLOOR_VARIANTS]
     if a.netlatd:
         tracers.append("netlatd")
@@ -23,90 +51,101 @@ def hook_costs(b):
         tracers.append("netlatd-b")
     if "bpftrace" in b.variants():
         tracers += ["bpftrace", "bpftrace-floor"]
-    for v in tracers:
-        r = bpf_stats_during(b, v, b.veth, b.veth_ifindex, [b.ports[2]],
-                                   lambda: b.flood(0, a.flood_seconds))
-        if r is None:
-            continue
-        progs, f, extra = r
-        for p in progs:
-            p["runs_per_s"] = p["run_cnt"] / f["wall_s"]
-            p["runs_per_packet"] = p["run_cnt"] / f["received"] if f["received"] else None
-        total_ns = sum(p["run_time_ns"] for p in progs)
-        # A hook is "hot" if it runs at least once per ten received packets.
-        hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
-               and p["ns_per_run"] is not None]
-        out[v] = {"received": f["received"], "recv_pps": f["recv_pps"], "progs": progs,
-                  "bpf_ns_per_packet": total_ns / f["received"] if f["received"] else None,
-                  "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
-                  "traced_packets": extra.get("traced_packets")}
-        log(f"hook cost {v}: {len(progs)} programs, "
-            f"{out[v]['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
+    return tracers
 
-    p_srv, p_cli = b.ports[0], b.ports[1]
-    srv = b.pingpong_server("hooks", p_srv)
-    trips = a.count + a.warmup
+
+def flood_hook_costs(b, v):
+    """Tracer v's programs during a max-rate flood, or None if it did not start."""
+    r = bpf_stats_during(b, v, b.veth, b.veth_ifindex, [b.ports[2]],
+                         lambda: b.flood(0, b.a.flood_seconds))
+    if r is None:
+        return None
+    progs, f, extra = r
+    for p in progs:
+        p["runs_per_s"] = p["run_cnt"] / f["wall_s"]
+        p["runs_per_packet"] = p["run_cnt"] / f["received"] if f["received"] else None
+    total_ns = sum(p["run_time_ns"] for p in progs)
+    # A hook is "hot" if it runs at least once per ten received packets.
+    hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
+           and p["ns_per_run"] is not None]
+    h = {"received": f["received"], "recv_pps": f["recv_pps"], "progs": progs,
+         "bpf_ns_per_packet": total_ns / f["received"] if f["received"] else None,
+         "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
+         "traced_packets": extra.get("traced_packets")}
+    log(f"hook cost {v}: {len(progs)} programs, "
+        f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
+    return h
+
+
+def hooks_pingpong(b, p_srv, p_cli):
+    """One loopback ping-pong against the server on p_srv, run by the function returned:
+    the client's result line."""
+    a = b.a
 
     def pingpong():
         cli = Proc(b, "pingpong-client-hooks",
                    b.pinned([b.tool("pingpong"), "client", "--to",
-                                f"127.0.0.1:{p_srv}", "--bind", f"127.0.0.1:{p_cli}",
-                                "--count", str(a.count), "--warmup", str(a.warmup)]))
+                             f"127.0.0.1:{p_srv}", "--bind", f"127.0.0.1:{p_cli}",
+                             "--count", str(a.count), "--warmup", str(a.warmup)]))
         if cli.wait(max(60, a.count * 0.01)) != 0 or not cli.json_lines():
             raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
         return cli.json_lines()[-1]
-    # Interleaved rounds: this host's speed drifts by tens of per cent within
-    # minutes, so each round measures every tracer back to back, and a
-    # tracer's figure against the floor is the median of its per-round ratios.
-    rt_tracers = [t for t in tracers if t != "bpftrace-floor"]
+    return pingpong
+
+
+def round_trip_rounds(b, rt_tracers, pingpong, ports):
+    """Each tracer's programs over pingpong(), in interleaved rounds: {tracer: [round]}.
+    Interleaved: this host's speed drifts by tens of per cent within minutes, so
+    each round measures every tracer back to back, and a tracer's figure against
+    the floor is the median of its per-round ratios."""
+    a = b.a
+    trips = a.count + a.warmup
     rounds = {v: [] for v in rt_tracers}
-    try:
-        for rnd in range(a.hook_rounds):
-            for v in rt_tracers[rnd % len(rt_tracers):] + rt_tracers[:rnd % len(rt_tracers)]:
-                r = bpf_stats_during(b, v, "lo", 1, [p_srv, p_cli], pingpong)
-                if r is None:
-                    continue
-                progs, res, _ = r
-                ns = sum(p["run_time_ns"] for p in progs) / trips
-                rounds[v].append({"round": rnd, "progs": progs, "p50_ns": res["p50_ns"],
-                                  "bpf_ns_per_round_trip": ns})
-                log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
-                    f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
-                    f"{ns:.0f} ns of BPF")
-        if b.recv_return_hook():
-            host_primitives(b, pingpong, p_srv, p_cli)
-        # Apart from the timed runs: the counting's atomic adds cost time.
-        if a.netlatd:
-            count_runs(b, pingpong, p_srv, p_cli)
-    finally:
-        srv.kill()
-    for v, rs in rounds.items():
-        if not rs:
-            continue
-        # Programs summed over the rounds, by name.
-        by_name = {}
-        for r in rs:
-            for p in r["progs"]:
-                q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
-                                                   "run_time_ns": 0})
-                q["run_cnt"] += p["run_cnt"]
-                q["run_time_ns"] += p["run_time_ns"]
-        progs = sorted(by_name.values(), key=lambda p: p["name"])
-        n = trips * len(rs)
-        for p in progs:
-            p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
-            p["runs_per_round_trip"] = p["run_cnt"] / n
-            p["ns_per_round_trip"] = p["run_time_ns"] / n
-        per_round = [r["bpf_ns_per_round_trip"] for r in rs]
-        rt_out[v] = {"round_trips": trips, "rounds": len(rs), "progs": progs,
-                     "p50_ns": median([r["p50_ns"] for r in rs]),
-                     "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / n,
-                     "bpf_ns_per_round_trip": median(per_round),
-                     "bpf_ns_rounds": [round(x) for x in per_round]}
-        log(f"hook cost {v} per loopback round trip: "
-            f"{rt_out[v]['runs_per_round_trip']:.1f} program runs, median "
-            f"{rt_out[v]['bpf_ns_per_round_trip']:.0f} ns of BPF over {len(rs)} round(s)")
-    # Each tracer against the clock floor of the same round.
+    for rnd in range(a.hook_rounds):
+        for v in rt_tracers[rnd % len(rt_tracers):] + rt_tracers[:rnd % len(rt_tracers)]:
+            r = bpf_stats_during(b, v, "lo", 1, ports, pingpong)
+            if r is None:
+                continue
+            progs, res, _ = r
+            ns = sum(p["run_time_ns"] for p in progs) / trips
+            rounds[v].append({"round": rnd, "progs": progs, "p50_ns": res["p50_ns"],
+                              "bpf_ns_per_round_trip": ns})
+            log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
+                f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
+                f"{ns:.0f} ns of BPF")
+    return rounds
+
+
+def round_trip_costs(v, rs, trips):
+    """Tracer v's programs per loopback round trip over its rounds rs."""
+    # Programs summed over the rounds, by name.
+    by_name = {}
+    for r in rs:
+        for p in r["progs"]:
+            q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
+                                               "run_time_ns": 0})
+            q["run_cnt"] += p["run_cnt"]
+            q["run_time_ns"] += p["run_time_ns"]
+    progs = sorted(by_name.values(), key=lambda p: p["name"])
+    n = trips * len(rs)
+    for p in progs:
+        p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
+        p["runs_per_round_trip"] = p["run_cnt"] / n
+        p["ns_per_round_trip"] = p["run_time_ns"] / n
+    per_round = [r["bpf_ns_per_round_trip"] for r in rs]
+    h = {"round_trips": trips, "rounds": len(rs), "progs": progs,
+         "p50_ns": median([r["p50_ns"] for r in rs]),
+         "runs_per_round_trip": sum(p["run_cnt"] for p in progs) / n,
+         "bpf_ns_per_round_trip": median(per_round),
+         "bpf_ns_rounds": [round(x) for x in per_round]}
+    log(f"hook cost {v} per loopback round trip: "
+        f"{h['runs_per_round_trip']:.1f} program runs, median "
+        f"{h['bpf_ns_per_round_trip']:.0f} ns of BPF over {len(rs)} round(s)")
+    return h
+
+
+def ratios_to_floor(rt_out, rounds):
+    """Each tracer against the clock floor of the same round."""
     ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(FLOOR_REF, [])}
     for v, h in rt_out.items():
         ratios = [r["bpf_ns_per_round_trip"] / ref[r["round"]] for r in rounds[v]
@@ -142,8 +181,8 @@ def host_primitives(b, pingpong, p_srv, p_cli):
             t = after[pid_][2] - before.get(pid_, ("", 0, 0))[2]
             ns[name] = t / cnt if cnt else None
     b.results["host_primitives"] = {"hook": b.recv_return_hook(), "ns_per_run": ns,
-                                       "missing": info.get("missing", []),
-                                       "round_trips": b.a.count + b.a.warmup}
+                                    "missing": info.get("missing", []),
+                                    "round_trips": b.a.count + b.a.warmup}
     log("host primitives at " + b.recv_return_hook() + ": "
         + ", ".join(f"{k} {x:.0f} ns" for k, x in ns.items() if x is not None))
 
