@@ -40,12 +40,12 @@ def hot_lines(b):
     try:
         srv = b.pingpong_server("lines", p_srv)
         perf = Proc(b, "perf-lines", ["perf", "record", "-q", "-C", str(a.pin_cpu), "-F",
-                                         str(LINES_HZ), "-o", data])
+                                      str(LINES_HZ), "-o", data])
         time.sleep(0.5)
         cli = Proc(b, "pingpong-client-lines",
                    b.pinned([b.tool("pingpong"), "client", "--to", f"127.0.0.1:{p_srv}",
-                                "--bind", f"127.0.0.1:{p_cli}", "--count", str(a.count),
-                                "--warmup", str(a.warmup)]))
+                             "--bind", f"127.0.0.1:{p_cli}", "--count", str(a.count),
+                             "--warmup", str(a.warmup)]))
         ok = cli.wait(max(60, a.count * 0.01)) == 0
         perf.stop(signal.SIGINT, timeout=30)
         srv.kill()

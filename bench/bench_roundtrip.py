@@ -118,7 +118,7 @@ def roundtrip_run(b, rnd, name, pth, v, failed):
         (a.count + a.warmup) * pth.get("traced_ends", 2)
     if v.startswith("netlatd") and rec.get("traced_packets", 0) < 0.9 * want:
         b.tracer_error(v, f"roundtrip {name}: traced "
-                          f"{rec.get('traced_packets')} of {want} packets")
+                       f"{rec.get('traced_packets')} of {want} packets")
     return rec
 
 
@@ -133,8 +133,8 @@ def roundtrip_client(b, name, pth, v):
         return sockperf_figures(once, v, a.sockperf_seconds)
     cli = Proc(b, "pingpong-client",
                b.pinned([b.tool("pingpong"), "client", "--to", pth["to"],
-                            "--bind", pth["bind"], "--count", str(a.count),
-                            "--warmup", str(a.warmup)]))
+                         "--bind", pth["bind"], "--count", str(a.count),
+                         "--warmup", str(a.warmup)]))
     rc = cli.wait(max(60, a.count * 0.01))
     res = cli.json_lines()
     if rc != 0 or not res:
