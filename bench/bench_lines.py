@@ -34,8 +34,26 @@ def hot_lines(b):
     if not os.access(b.tool("lines"), os.X_OK):
         b.bench_error("lines", f"{b.tool('lines')} was not built (see run.sh)")
         return
-    p_srv, p_cli = b.ports[0], b.ports[1]
     data = os.path.join(b.tmp, "lines.perf.data")
+    table = sample_pingpong(b, data)
+    starts, where = line_table(table)
+    out = run(["perf", "script", "-i", data, "-F", "ip,sym"], timeout=120).stdout
+    os.unlink(data)
+    total, inside, by_line, by_prog = count_samples(out, starts, where)
+    top = sorted(by_line.items(), key=lambda kv: -kv[1])[:LINES_SHOWN]
+    b.results["lines"] = {
+        "hz": LINES_HZ, "cpu": a.pin_cpu, "samples": total, "in_programs": inside,
+        "round_trips": a.count + a.warmup,
+        "programs": dict(sorted(by_prog.items(), key=lambda kv: -kv[1])),
+        "top": [{"line": loc, "source": src, "samples": n} for (loc, src), n in top]}
+    log(f"lines: {inside} of {total} samples on CPU {a.pin_cpu} inside netlatd's programs")
+
+
+def sample_pingpong(b, data):
+    """perf record on the ping-pong's CPU into data during one loopback ping-pong
+    with netlatd tracing it; returns nlbench-lines' table of netlatd's programs."""
+    a = b.a
+    p_srv, p_cli = b.ports[0], b.ports[1]
     nl, info = b.start_tracer("netlatd", "lo", 1, [p_srv, p_cli])
     try:
         srv = b.pingpong_server("lines", p_srv)
@@ -52,9 +70,13 @@ def hot_lines(b):
         if not ok:
             raise BenchError(f"pingpong client (lines) failed: {cli.text()}")
         ids = bpf_prog_ids_of(nl.p.pid)
-        table = run([b.tool("lines")] + [str(i) for i in sorted(ids)], timeout=30).stdout
+        return run([b.tool("lines")] + [str(i) for i in sorted(ids)], timeout=30).stdout
     finally:
         b.stop_tracer("netlatd", nl, info)
+
+
+def line_table(table):
+    """nlbench-lines' table as (start addresses in order, (program, line, source) of each)."""
     starts, where = [], []
     for line in table.splitlines():
         f = line.split("\t")
@@ -62,10 +84,12 @@ def hot_lines(b):
             starts.append(int(f[0], 16))
             where.append((f[1], f[2], f[3].strip() if len(f) > 3 else ""))
     order = sorted(range(len(starts)), key=lambda i: starts[i])
-    starts = [starts[i] for i in order]
-    where = [where[i] for i in order]
-    out = run(["perf", "script", "-i", data, "-F", "ip,sym"], timeout=120).stdout
-    os.unlink(data)
+    return [starts[i] for i in order], [where[i] for i in order]
+
+
+def count_samples(out, starts, where):
+    """perf script's samples (ip, sym) counted: (all, inside the programs, by
+    (line, source), by program)."""
     total = inside = 0
     by_line, by_prog = {}, {}
     for line in out.splitlines():
@@ -83,10 +107,4 @@ def hot_lines(b):
         by_prog[prog] = by_prog.get(prog, 0) + 1
         key = (loc, src)
         by_line[key] = by_line.get(key, 0) + 1
-    top = sorted(by_line.items(), key=lambda kv: -kv[1])[:LINES_SHOWN]
-    b.results["lines"] = {
-        "hz": LINES_HZ, "cpu": a.pin_cpu, "samples": total, "in_programs": inside,
-        "round_trips": a.count + a.warmup,
-        "programs": dict(sorted(by_prog.items(), key=lambda kv: -kv[1])),
-        "top": [{"line": loc, "source": src, "samples": n} for (loc, src), n in top]}
-    log(f"lines: {inside} of {total} samples on CPU {a.pin_cpu} inside netlatd's programs")
+    return total, inside, by_line, by_prog
