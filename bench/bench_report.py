@@ -115,6 +115,15 @@ def render(res, md=False):
         out.append(f"### {t}" if md else f"== {t}")
         out.append("")
 
+    for section in (roundtrip_tables, hook_tables, program_tables,
+                    floor_table, daemon_tables, target_tables):
+        section(res, title, table)
+    closing_lines(res, out)
+    return "\n".join(out)
+
+
+def roundtrip_tables(res, title, table):
+    """The round trips' and the packet rate's tables."""
     rt = res.get("roundtrip")
     if rt:
         title(f"UDP round trip ({rt['count']} per run, {rt['rounds']} interleaved rounds, "
@@ -137,6 +146,10 @@ def render(res, md=False):
         table(["tracer", "received", "loss vs baseline"],
               [(v, f"{s['recv_pps'] / 1e3:.1f} kpps", num(s["loss_pct"], ".1f") + " %")
                for v, s in prr["summary"].items()])
+
+
+def hook_tables(res, title, table):
+    """The BPF programs' tables: during a flood, and per loopback round trip."""
     floor_names = {"softirq_raise": "floor: reads one field",
                    "softirq_entry": "floor: one bpf_ktime_get_ns"}
     for v, h in (res.get("hooks") or {}).items():
@@ -175,6 +188,10 @@ def render(res, md=False):
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
                 f"{p['ns_per_round_trip']:.0f}")
                for p in h["progs"] if p["run_cnt"]])
+
+
+def program_tables(res, title, table):
+    """Where the programs spend their time, and what one operation costs here."""
     ln = res.get("lines")
     if ln and ln.get("top"):
         title(f"Where netlatd's programs spend their time, by line of bpf/ (perf at {ln['hz']} Hz "
@@ -202,6 +219,10 @@ def render(res, md=False):
               [(k, labels.get(k, k), f"{x:.0f}",
                 f"{x - base:+.0f}" if base is not None else "-")
                for k, x in ns.items() if x is not None])
+
+
+def floor_table(res, title, table):
+    """Each tracer's figures against the floor's."""
     fr = res.get("floor_ratios")
     if fr:
         tracers = [v for v in dict.fromkeys(v for r in fr for v in r["values"])
@@ -221,6 +242,10 @@ def render(res, md=False):
                 text + (f" (x{ratio:.2f})" if ratio is not None else " (x n/a)")
         table(["figure"] + list(FLOOR_VARIANTS) + tracers,
               [[r["figure"]] + [cell(r, v) for v in list(FLOOR_VARIANTS) + tracers] for r in fr])
+
+
+def daemon_tables(res, title, table):
+    """The daemon alone: at fixed rates, and its start-up and shut-down."""
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
@@ -249,6 +274,10 @@ def render(res, md=False):
                 f"{ss['load_ms']:.0f} ms" if "load_ms" in ss else "n/a",
                 f"{mw['program']}, {mw['instructions']:,} instructions" if mw else "n/a",
                 f"{ss['detach_ms']:.0f} ms")])
+
+
+def target_tables(res, title, table):
+    """Operations per packet, and the targets."""
     ops = ops_rows(res, FLOOR_REF)
     if ops:
         title(ops_title(res))
@@ -258,6 +287,10 @@ def render(res, md=False):
           [(w, v, l, {True: "met", False: "MISSED", None: "not measured", "figure": "-",
                       "inconclusive": "inconclusive (the floor's figure is at or below 0: noise)"}[ok])
            for w, v, l, ok in res.get("targets", [])])
+
+
+def closing_lines(res, out):
+    """Errors, notes, missing figures and a host that was not quiet, a line each."""
     seen = {}
     for e in res.get("errors", []):
         key = f"{e['variant']}: {e['message']}"
@@ -275,4 +308,3 @@ def render(res, md=False):
             out.append(f"warning: host not quiet at the {when}: " +
                        ", ".join(f"{b['comm']} (pid {b['pid']}, {b['cpu_pct']} % of a CPU)" for b in busy) +
                        "; absolute figures are suspect, A/B within this run less so")
-    return "\n".join(out)
