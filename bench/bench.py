@@ -31,7 +31,8 @@ from targets import evaluate
 NETLATD_ONLY_PARTS = ("daemon", "startstop", "lines")
 
 
-def main():
+def arg_parser():
+    """bench.py's options (see --help)."""
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--tools", required=True, help="directory of the nlbench-* tools")
     # run.sh passes the daemon in the environment: a process whose command line
@@ -84,7 +85,11 @@ def main():
                          "after each read of up to 64 datagrams (queued unread on its 16 MiB "
                          "buffer); repeatable")
     ap.add_argument("--only", help="comma list of parts: roundtrip,rate,hooks,daemon,startstop,lines")
-    a = ap.parse_args()
+    return ap
+
+
+def settle_args(ap, a):
+    """The defaults that depend on --smoke, the lists parsed; returns the parts to run."""
     dflt = dict(rounds=(1, 7), hook_rounds=(1, 5), count=(300, 20000), warmup=(50, 2000), flood_seconds=(0.5, 3.0),
                 startstop_reps=(2, 7),
                 # sockperf measures a window of about (seconds - 1): none at 1 s.
@@ -101,17 +106,13 @@ def main():
     parts = a.only.split(",") if a.only else all_parts
     if set(parts) - set(all_parts):
         ap.error(f"--only: unknown part(s) {','.join(sorted(set(parts) - set(all_parts)))}")
-    if os.geteuid() != 0:
-        log("needs root (network namespaces, BPF, sysctl)")
-        return 77
-    for path in (a.netlatd, a.netlatd_b):
-        if path and not os.access(path, os.X_OK):
-            raise SystemExit(f"bench: error: {path} is not executable")
+    return parts
 
-    b = Bench(a)
 
-    watch_signals()
-    t0 = time.monotonic()
+def run_parts(b, parts):
+    """The host's figures, the set-up and each part; the clean-up, also on error or
+    stop. Returns the exit status so far: 0, 1 (the bench broke) or 130 (stopped)."""
+    a = b.a
     rc = 0
     try:
         b.results["host"] = {"kernel": os.uname().release, "cpus": os.cpu_count(),
@@ -145,6 +146,25 @@ def main():
         rc = 130 if stop_reason else 1
     finally:
         b.cleanup()
+    return rc
+
+
+def main():
+    ap = arg_parser()
+    a = ap.parse_args()
+    parts = settle_args(ap, a)
+    if os.geteuid() != 0:
+        log("needs root (network namespaces, BPF, sysctl)")
+        return 77
+    for path in (a.netlatd, a.netlatd_b):
+        if path and not os.access(path, os.X_OK):
+            raise SystemExit(f"bench: error: {path} is not executable")
+
+    b = Bench(a)
+
+    watch_signals()
+    t0 = time.monotonic()
+    rc = run_parts(b, parts)
     b.results["host"]["loadavg_end"] = os.getloadavg()[0]
     if "host" in b.results:
         # After the clean-up, so only what outlived this run (or was never ours) shows.
