@@ -7,15 +7,11 @@ netlatd --count-ops counts them (bpf/lib/ops.bpf.h) in runs of their own, apart
 from the timed ones: its atomic adds would disturb the timing. floor-clock's are
 derived: one clock read a program run, nothing else.
 """
-import sys
+from bench_common import log
 
 OPS = ("lock_pairs", "ring_reserves", "map_lookups", "map_updates", "clock_reads")
 OPS_HEAD = ("lock pairs", "ring reservations", "map lookups", "map updates", "clock reads")
 VARIANT = "netlatd-ops"
-
-
-def log(msg):
-    print(f"bench: {msg}", file=sys.stderr, flush=True)
 
 
 def ops_window(lines):
