@@ -59,14 +59,14 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 		return;
 	struct netlatd_stash_entry *e = stash_take(key);
 	if (!e) {
-		COUNT(drops, NETLATD_DROP_INFLIGHT_FULL);
+		COUNT_ON(cs, drops, NETLATD_DROP_INFLIGHT_FULL);
 		return;
 	}
 	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w, cs);
 	e->queued_ns = 0;
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&e->skb, key);
-	COUNT(counters, NETLATD_CNT_MATCHED);
+	COUNT_ON(cs, counters, NETLATD_CNT_MATCHED);
 }
 
 static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w,
@@ -97,10 +97,10 @@ static __always_inline void track_tcp(const struct parsed *p, int pidx, const st
 		return;
 	}
 	if (err) {
-		COUNT(drops, NETLATD_DROP_TCP_SEGS_FULL);
+		COUNT_ON(cs, drops, NETLATD_DROP_TCP_SEGS_FULL);
 		return;
 	}
-	COUNT(counters, NETLATD_CNT_MATCHED);
+	COUNT_ON(cs, counters, NETLATD_CNT_MATCHED);
 }
 
 /* The VLAN id of a tag the device took off in hardware (skb->vlan_tci), 0

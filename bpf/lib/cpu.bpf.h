@@ -13,6 +13,8 @@ enum scratch_user {
 };
 
 struct cpu_state {
+	/* First: the daemon reads it at offset 0 (abi.h). */
+	struct netlatd_cpu_counts counts;
 	/* NIC IRQ and NET_RX (stamps/cpu.bpf.h) */
 	__u64 cur_irq_ts;    /* entry of the interface IRQ running now, 0 outside one */
 	__u64 pend_irq_ts;   /* the interface IRQ during which NET_RX was raised since the last run */

@@ -294,15 +294,20 @@ enum netlatd_op {
 /* Their names in the JSON lines' "ops" object, in the enum's order. */
 #define NETLATD_OP_NAMES "lock_pairs", "ring_reserves", "map_lookups", "map_updates", "clock_reads"
 
-/* The `drops` and `counters` maps hold one per-CPU block each, indexed by
- * the enums above: a packet's counts (matched, queued, emitted) share one
- * cache line, where an element per count took a line, and a lookup of the
- * element's per-CPU address, each. */
+/* Each CPU's counts, indexed by the enums above: the first member of its
+ * state in the per-CPU `cpu_states` map (bpf/lib/cpu.bpf.h), which the
+ * daemon sums over the CPUs. There, a program that has its CPU's state
+ * already counts with no lookup of its own, and a packet's counts
+ * (matched, queued, emitted) share a cache line. */
 struct netlatd_drop_block {
 	__u64 v[NETLATD_DROP_COUNT];
 };
 struct netlatd_counter_block {
 	__u64 v[NETLATD_CNT_COUNT];
+};
+struct netlatd_cpu_counts {
+	struct netlatd_counter_block counters;
+	struct netlatd_drop_block drops;
 };
 
 /*

@@ -153,4 +153,24 @@ void KernelState::ask_readers_again() {
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+netlatd_cpu_counts KernelState::sum_cpu_counts() const {
+  netlatd_cpu_counts out{};
+  // A per-CPU value is copied out in 8-byte multiples, CPU after CPU.
+  const size_t stride = (bpf_map__value_size(skel_.maps.cpu_states) + 7) / 8 * 8;
+  static_assert(sizeof(netlatd_cpu_counts) % sizeof(__u64) == 0);
+  if (stride < sizeof(out))
+    return out;
+  std::vector<__u64> values(static_cast<size_t>(ncpus_) * stride / sizeof(__u64));
+  const uint32_t zero = 0;
+  if (bpf_map_lookup_elem(bpf_map__fd(skel_.maps.cpu_states), &zero, values.data()) != 0)
+    return out;
+  auto *sum = reinterpret_cast<__u64 *>(&out);
+  for (size_t cpu = 0; cpu < static_cast<size_t>(ncpus_); cpu++) {
+    const __u64 *counts = values.data() + cpu * stride / sizeof(__u64);
+    for (size_t i = 0; i < sizeof(out) / sizeof(__u64); i++)
+      sum[i] += counts[i];
+  }
+  return out;
+}
+
 }  // namespace netlatd

@@ -36,19 +36,10 @@ public:
   // Every task names itself again in its next record.
   void ask_readers_again();
 
-  template <size_t N>
-  std::array<uint64_t, N> sum_percpu(bpf_map *map) const {
-    // One block of N counts per CPU (netlatd_drop_block, netlatd_counter_block).
-    std::array<uint64_t, N> out{};
-    std::vector<uint64_t> values(static_cast<size_t>(ncpus_) * N);
-    const uint32_t zero = 0;
-    if (bpf_map_lookup_elem(bpf_map__fd(map), &zero, values.data()) != 0)
-      return out;
-    for (size_t cpu = 0; cpu < static_cast<size_t>(ncpus_); cpu++)
-      for (size_t i = 0; i < N; i++)
-        out[i] += values[cpu * N + i];
-    return out;
-  }
+  // The counts of every CPU, summed: the first member of each CPU's state
+  // in `cpu_states` (struct netlatd_cpu_counts, abi.h). All zero if the map
+  // cannot be read.
+  netlatd_cpu_counts sum_cpu_counts() const;
 
 private:
   netlatd_bpf &skel_;

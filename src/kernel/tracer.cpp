@@ -5,6 +5,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -154,7 +156,8 @@ std::map<std::string, uint64_t> Tracer::hook_misses() const {
 }
 
 std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
-  auto drops = impl_->state.sum_percpu<NETLATD_DROP_COUNT>(impl_->object.skel->maps.drops);
+  std::array<uint64_t, NETLATD_DROP_COUNT> drops{};
+  std::copy_n(impl_->state.sum_cpu_counts().drops.v, NETLATD_DROP_COUNT, drops.begin());
   // Records whose reader the kernel side could not name for lack of ring
   // space (RecordDecoder::Kind::Unnamed).
   drops[NETLATD_DROP_RINGBUF_FULL] += impl_->decoder.unnamed();
@@ -164,7 +167,8 @@ std::array<uint64_t, NETLATD_DROP_COUNT> Tracer::drop_totals() const {
 }
 
 std::array<uint64_t, NETLATD_CNT_COUNT> Tracer::counter_totals() const {
-  auto counters = impl_->state.sum_percpu<NETLATD_CNT_COUNT>(impl_->object.skel->maps.counters);
+  std::array<uint64_t, NETLATD_CNT_COUNT> counters{};
+  std::copy_n(impl_->state.sum_cpu_counts().counters.v, NETLATD_CNT_COUNT, counters.begin());
   counters[NETLATD_CNT_READER_STAMP_FAR] = impl_->decoder.far();
   return counters;
 }

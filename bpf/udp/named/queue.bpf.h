@@ -28,8 +28,9 @@ static __always_inline int stamp_queued(struct sock *sk, __u64 key)
 	__u64 now = bpf_ktime_get_ns();
 	e->queued_ns = now;
 	__sync_lock_test_and_set(&e->skb, key);
-	COUNT(counters, NETLATD_CNT_QUEUED);
-	leave_wake_hint(this_cpu(), sk, now);
+	struct cpu_state *cs = this_cpu();
+	COUNT_ON(cs, counters, NETLATD_CNT_QUEUED);
+	leave_wake_hint(cs, sk, now);
 	return 0;
 }
 

@@ -28,14 +28,14 @@ static __always_inline bool sole_producer(int pidx, __u64 now)
 	return pp->last_cpu == bpf_get_smp_processor_id() + 1 && (__s64)(now - pp->mixed_until) > 0;
 }
 
-static __always_inline void count_push(const struct push_counts *pushes)
+static __always_inline void count_push(struct cpu_state *cs, const struct push_counts *pushes)
 {
 	if (pushes->lost_order)
-		COUNT(drops, NETLATD_DROP_ORDER_LOST);
+		COUNT_ON(cs, drops, NETLATD_DROP_ORDER_LOST);
 	if (pushes->pushed)
-		ADD(counters, NETLATD_CNT_QUEUED, pushes->pushed);
+		ADD_ON(cs, counters, NETLATD_CNT_QUEUED, pushes->pushed);
 	if (pushes->full)
-		ADD(drops, NETLATD_DROP_SOCK_FIFO_FULL, pushes->full);
+		ADD_ON(cs, drops, NETLATD_DROP_SOCK_FIFO_FULL, pushes->full);
 }
 
 static __always_inline struct udp_sock_state *udp_state_create(struct sock *sk)
@@ -262,7 +262,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	if (!st)
 		return 0;
 	push_mirrored(cs, sk, st, rq, readq, &pushes, &now);
-	count_push(&pushes);
+	count_push(cs, &pushes);
 	/* Something pushed: the push read the clock. */
 	if (pushes.pushed)
 		leave_wake_hint(cs, sk, now ? now : bpf_ktime_get_ns());
@@ -291,8 +291,8 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 		return 0;
 	push_tracked(st, big, key, now, &pushes);
 	bpf_spin_unlock(&st->lock);
-	count_push(&pushes);
 	struct cpu_state *cs = this_cpu();
+	count_push(cs, &pushes);
 	if (cs && pushes.pushed) {
 		cs->pushed_skb = key; /* for on_udp_enqueue_failed */
 		leave_wake_hint(cs, sk, now);

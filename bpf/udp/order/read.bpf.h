@@ -34,9 +34,9 @@ static __always_inline void udp_first_read(struct cpu_state *cs, struct sock *sk
 		st->owed++;
 		st->owed_unsure = 1;
 		bpf_spin_unlock(&st->lock);
-		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
 	} else {
-		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 	}
 }
 
@@ -95,9 +95,9 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	int r = udp_decide(st, big, &in, cs, &hp);
 	bpf_spin_unlock(&st->lock);
 	if (r == READ_AMBIGUOUS)
-		COUNT(counters, NETLATD_CNT_AMBIGUOUS_READS);
+		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
 	else if (r == READ_UNTRACKED)
-		COUNT(counters, NETLATD_CNT_UNTRACKED_READS);
+		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 	emit_out(cs, v);
 }
 

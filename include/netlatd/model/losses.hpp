@@ -1,7 +1,7 @@
 #pragma once
 // What netlatd could not measure, and the counts that say how complete the
 // measurement is: the kernel side's cumulative counters (the `drops` and
-// `counters` per-CPU arrays, each program's recursion misses), the daemon's
+// `counters` blocks of each CPU's state, each program's recursion misses), the daemon's
 // own (expired state, output lines dropped, outliers rate-limited), each
 // interval's share of them for the JSON line and the running totals for the
 // metrics. Pure: it is fed readings (KernelCounts), so the unit tier checks it
