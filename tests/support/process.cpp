@@ -69,10 +69,16 @@ void Process::signal(int sig) {
     kill(pid_, sig);
 }
 
+int patient_ms(int ms) {
+  const char *env = std::getenv("NETLATD_TEST_PATIENCE");
+  const long factor = env && *env ? std::strtol(env, nullptr, 10) : 1;
+  return factor > 1 && factor <= 100 ? static_cast<int>(ms * factor) : ms;
+}
+
 bool Process::wait(int timeout_ms) {
   if (!running_)
     return true;
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(patient_ms(timeout_ms));
   for (;;) {
     int status = 0;
     pid_t r = waitpid(pid_, &status, WNOHANG);
@@ -96,7 +102,7 @@ std::string Process::out() const { return slurp(dir_ + "/out"); }
 std::string Process::err() const { return slurp(dir_ + "/err"); }
 
 bool Process::wait_for_stderr(const std::string &needle, int timeout_ms) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(patient_ms(timeout_ms));
   while (std::chrono::steady_clock::now() < until) {
     if (err().find(needle) != std::string::npos)
       return true;
@@ -114,7 +120,7 @@ Daemon::Daemon(std::vector<std::string> argv, std::vector<std::string> env) {
 
 bool Daemon::wait_ready(int timeout_ms) {
   // Short slices, so a daemon that exits early is noticed at once.
-  for (int waited = 0; waited < timeout_ms; waited += 100) {
+  for (int waited = 0; waited < patient_ms(timeout_ms); waited += 100) {
     if (notify_.wait_for_line("READY=1", 100))
       return true;
     if (proc_->wait(0))

@@ -11,6 +11,13 @@
 
 namespace nltest {
 
+// A wait for a process (its exit, a line, READY=1) of `ms`, times
+// NETLATD_TEST_PATIENCE (a whole factor, default 1). The vm tier's TCG
+// guests set it: a program runs there some ten times slower than here, and
+// slower still while the host is busy. Only how long a test waits for what
+// must happen changes, never what it checks.
+int patient_ms(int ms);
+
 struct Exit {
   int code = -1;     // exit status, or -1 when killed by a signal
   int signal = 0;

@@ -132,7 +132,8 @@ def build_overlay(args, work, modules, tests):
             place(root, lib, os.path.realpath(lib))
     for m in modules:
         place(root, "/lib/modules/netlatd-suite/" + os.path.basename(m), m)
-    conf = dict(TESTS_BIN=os.path.abspath(args.tests_bin), TEST_SCALE=args.scale, TEST_TIMEOUT=args.test_timeout,
+    conf = dict(TESTS_BIN=os.path.abspath(args.tests_bin), TEST_SCALE=args.scale, TEST_PATIENCE=args.patience,
+                TEST_TIMEOUT=args.test_timeout,
                 MODULES=" ".join(os.path.basename(m)[:-3] for m in modules))
     os.makedirs(os.path.join(root, "etc"), exist_ok=True)
     with open(os.path.join(root, "etc", "netlatd-suite.conf"), "w") as f:
@@ -269,6 +270,9 @@ def parse_args():
     ap.add_argument("--tests", help="only the tests whose names contain this (case-insensitive)")
     ap.add_argument("--scale", type=int, default=int(os.environ.get("NETLATD_VM_SUITE_SCALE", "25")),
                     help="NETLATD_TEST_SCALE in the guest: percent of the reader tests' traffic")
+    ap.add_argument("--patience", type=int, default=4,
+                    help="NETLATD_TEST_PATIENCE in the guest: how many times longer a test waits for a process "
+                         "(its exit, READY=1) than on the host; never what it checks")
     ap.add_argument("--test-timeout", type=int, default=240, help="seconds for one test in the guest")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds for the whole guest run")
     return ap.parse_args()

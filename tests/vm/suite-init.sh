@@ -34,7 +34,7 @@ while IFS= read -r spec; do
 	mark "TEST-BEGIN $i uptime=$(uptime_s)"
 	start=$(date +%s.%N)
 	# No test may hold the guest: bounded by TEST_TIMEOUT, then killed.
-	NETLATD_TEST_SCALE=$TEST_SCALE timeout -k 5 "$TEST_TIMEOUT" "$TESTS_BIN" "$spec" --colour-mode none 2>&1
+	NETLATD_TEST_SCALE=$TEST_SCALE NETLATD_TEST_PATIENCE=$TEST_PATIENCE timeout -k 5 "$TEST_TIMEOUT" "$TESTS_BIN" "$spec" --colour-mode none 2>&1
 	rc=$?
 	mark "TEST-END $i rc=$rc secs=$(echo "$(date +%s.%N) - $start" | awk '{printf "%.1f", $1 - $3}')"
 	# What a test left behind (a namespace, a process) would skew the next.
