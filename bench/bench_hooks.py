@@ -21,7 +21,7 @@ def hook_costs(b):
             out[v] = h
 
     p_srv, p_cli = b.ports[0], b.ports[1]
-    srv = b.pingpong_server("hooks", p_srv)
+    srv = b.pingpong_server("hooks", f"127.0.0.1:{p_srv}")
     pingpong = hooks_pingpong(b, p_srv, p_cli)
     try:
         rounds = round_trip_rounds(b, [t for t in tracers if t != "bpftrace-floor"], pingpong,

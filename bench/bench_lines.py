@@ -56,7 +56,7 @@ def sample_pingpong(b, data):
     p_srv, p_cli = b.ports[0], b.ports[1]
     nl, info = b.start_tracer("netlatd", "lo", 1, [p_srv, p_cli])
     try:
-        srv = b.pingpong_server("lines", p_srv)
+        srv = b.pingpong_server("lines", f"127.0.0.1:{p_srv}")
         perf = Proc(b, "perf-lines", ["perf", "record", "-q", "-C", str(a.pin_cpu), "-F",
                                       str(LINES_HZ), "-o", data])
         time.sleep(0.5)

@@ -38,20 +38,17 @@ def roundtrip(b):
 
 
 def roundtrip_paths(b):
-    """The paths a round trip takes, by name: the interface and ports traced, the
-    server's command and what the client needs."""
+    """The paths a round trip takes, by name: the interface and ports traced, where
+    the server listens (sockperf's: its command) and what the client needs."""
     a = b.a
     p_srv, p_cli = b.ports[0], b.ports[1]
     paths = {
-        "loopback": dict(iface="lo", ifindex=1, ports=[p_srv, p_cli], srv_cmd=b.pinned(
-                         [b.tool("pingpong"), "server",
-                          "--bind", f"127.0.0.1:{p_srv}", "--seconds", "3600"]),
+        "loopback": dict(iface="lo", ifindex=1, ports=[p_srv, p_cli],
+                         srv_bind=f"127.0.0.1:{p_srv}",
                          to=f"127.0.0.1:{p_srv}", bind=f"127.0.0.1:{p_cli}",
                          traced_ends=2),
         "veth": dict(iface=b.veth, ifindex=b.veth_ifindex, ports=[p_srv, p_cli],
-                     srv_cmd=b.ns_cmd(b.pinned(
-                         [b.tool("pingpong"), "server", "--bind",
-                          f"{b.ip_ns}:{p_srv}", "--seconds", "3600"])),
+                     srv_bind=f"{b.ip_ns}:{p_srv}", srv_in_ns=True,
                      to=f"{b.ip_ns}:{p_srv}", bind=f"{b.ip_root}:{p_cli}",
                      traced_ends=1),  # the server's end is in the namespace
     }
@@ -80,10 +77,7 @@ def start_servers(b, paths):
             if not wait_udp_bound(pth["ports"][0], srv, 10):
                 raise BenchError(f"sockperf server did not start: {srv.text('stdout')}")
         else:
-            srv = Proc(b, f"pingpong-server-{name}", pth["srv_cmd"],
-                       ready=("stdout", lambda l: '"ready"' in l))
-            if not srv.wait_ready(10):
-                raise BenchError(f"pingpong server ({name}) did not start: {srv.text()}")
+            srv = b.pingpong_server(name, pth["srv_bind"], pth.get("srv_in_ns", False))
         pth["server"] = srv
 
 

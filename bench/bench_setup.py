@@ -142,11 +142,11 @@ class Bench(Tracers):
             v.append("perf")
         return v
 
-    def pingpong_server(self, part, port):
-        """A ping-pong server on 127.0.0.1:port, pinned like its clients, ready."""
-        srv = Proc(self, f"pingpong-server-{part}",
-                   self.pinned([self.tool("pingpong"), "server", "--bind", f"127.0.0.1:{port}",
-                                "--seconds", "3600"]),
+    def pingpong_server(self, part, bind, in_ns=False):
+        """A ping-pong server on bind ("A.B.C.D:PORT"), pinned like its clients, ready;
+        in_ns: inside the bench's namespace. The one place its command is built."""
+        cmd = self.pinned([self.tool("pingpong"), "server", "--bind", bind, "--seconds", "3600"])
+        srv = Proc(self, f"pingpong-server-{part}", self.ns_cmd(cmd) if in_ns else cmd,
                    ready=("stdout", lambda l: '"ready"' in l))
         if not srv.wait_ready(10):
             raise BenchError(f"pingpong server ({part}) did not start: {srv.text()}")
