@@ -3,7 +3,6 @@ per loopback round trip, against the floor; what single operations cost at a
 hook on this host; and netlatd's op counts (opcounts.py)."""
 from bench_bpf import BpfStats, bpf_prog_ids_of, bpf_prog_stats
 from bench_common import FLOOR_REF, FLOOR_VARIANTS, BenchError, log, median
-from bench_proc import Proc
 from opcounts import count_runs
 
 
@@ -22,7 +21,11 @@ def hook_costs(b):
 
     p_srv, p_cli = b.ports[0], b.ports[1]
     srv = b.pingpong_server("hooks", f"127.0.0.1:{p_srv}")
-    pingpong = hooks_pingpong(b, p_srv, p_cli)
+
+    def pingpong():
+        """One loopback ping-pong against srv: the client's result line."""
+        return b.pingpong_client("hooks", f"127.0.0.1:{p_srv}", f"127.0.0.1:{p_cli}")
+
     try:
         rounds = round_trip_rounds(b, [t for t in tracers if t != "bpftrace-floor"], pingpong,
                                    [p_srv, p_cli])
@@ -75,22 +78,6 @@ def flood_hook_costs(b, v):
     log(f"hook cost {v}: {len(progs)} programs, "
         f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
     return h
-
-
-def hooks_pingpong(b, p_srv, p_cli):
-    """One loopback ping-pong against the server on p_srv, run by the function returned:
-    the client's result line."""
-    a = b.a
-
-    def pingpong():
-        cli = Proc(b, "pingpong-client-hooks",
-                   b.pinned([b.tool("pingpong"), "client", "--to",
-                             f"127.0.0.1:{p_srv}", "--bind", f"127.0.0.1:{p_cli}",
-                             "--count", str(a.count), "--warmup", str(a.warmup)]))
-        if cli.wait(max(60, a.count * 0.01)) != 0 or not cli.json_lines():
-            raise BenchError(f"pingpong client (hooks) failed: {cli.text()}")
-        return cli.json_lines()[-1]
-    return pingpong
 
 
 def round_trip_rounds(b, rt_tracers, pingpong, ports):

@@ -7,7 +7,7 @@ import signal
 import time
 
 from bench_bpf import bpf_prog_ids_of
-from bench_common import BenchError, log
+from bench_common import log
 from bench_proc import Proc, run
 
 # The "lines" part: perf's sampling rate on the ping-pong's CPU, and how many
@@ -60,15 +60,11 @@ def sample_pingpong(b, data):
         perf = Proc(b, "perf-lines", ["perf", "record", "-q", "-C", str(a.pin_cpu), "-F",
                                       str(LINES_HZ), "-o", data])
         time.sleep(0.5)
-        cli = Proc(b, "pingpong-client-lines",
-                   b.pinned([b.tool("pingpong"), "client", "--to", f"127.0.0.1:{p_srv}",
-                             "--bind", f"127.0.0.1:{p_cli}", "--count", str(a.count),
-                             "--warmup", str(a.warmup)]))
-        ok = cli.wait(max(60, a.count * 0.01)) == 0
-        perf.stop(signal.SIGINT, timeout=30)
-        srv.kill()
-        if not ok:
-            raise BenchError(f"pingpong client (lines) failed: {cli.text()}")
+        try:
+            b.pingpong_client("lines", f"127.0.0.1:{p_srv}", f"127.0.0.1:{p_cli}")
+        finally:
+            perf.stop(signal.SIGINT, timeout=30)
+            srv.kill()
         ids = bpf_prog_ids_of(nl.p.pid)
         return run([b.tool("lines")] + [str(i) for i in sorted(ids)], timeout=30).stdout
     finally:

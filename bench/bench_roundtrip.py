@@ -125,12 +125,4 @@ def roundtrip_client(b, name, pth, v):
             rc = cli.wait(a.sockperf_seconds + 30)
             return rc, "\n".join(l for _, l in cli.lines["stdout"] + cli.lines["stderr"])
         return sockperf_figures(once, v, a.sockperf_seconds)
-    cli = Proc(b, "pingpong-client",
-               b.pinned([b.tool("pingpong"), "client", "--to", pth["to"],
-                         "--bind", pth["bind"], "--count", str(a.count),
-                         "--warmup", str(a.warmup)]))
-    rc = cli.wait(max(60, a.count * 0.01))
-    res = cli.json_lines()
-    if rc != 0 or not res:
-        raise BenchError(f"pingpong client ({name}, {v}) failed: {cli.text()}")
-    return res[-1]
+    return b.pingpong_client(name, pth["to"], pth["bind"], tracer=v)

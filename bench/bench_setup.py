@@ -152,6 +152,21 @@ class Bench(Tracers):
             raise BenchError(f"pingpong server ({part}) did not start: {srv.text()}")
         return srv
 
+    def pingpong_client(self, part, to, bind, tracer=None):
+        """One ping-pong from bind to the server at to, pinned like it: the client's
+        result line (p50_ns, p99_ns, mean_ns, lost...). The one place its command is
+        built; tracer, if given, names the run in the error beside the part."""
+        a = self.a
+        cli = Proc(self, f"pingpong-client-{part}",
+                   self.pinned([self.tool("pingpong"), "client", "--to", to, "--bind", bind,
+                                "--count", str(a.count), "--warmup", str(a.warmup)]))
+        rc = cli.wait(max(60, a.count * 0.01))
+        res = cli.json_lines()
+        if rc != 0 or not res:
+            what = f"{part}, {tracer}" if tracer else part
+            raise BenchError(f"pingpong client ({what}) failed: {cli.text()}")
+        return res[-1]
+
     def recv_return_hook(self):
         """The receive return's hook in netlatd's plan (tp_btf/sock_recv_length or
         fexit/sock_recvmsg), where the host's primitives are measured; None without one."""
