@@ -21,31 +21,30 @@ def host_busy(seconds=1.0, threshold_pct=5.0, exclude=()):
             if not d.isdigit() or int(d) in exclude:
                 continue
             try:
-                with open(f"/proc/{d}/stat") as f:
-                    st = f.read()
-                comm = st[st.index("(") + 1:st.rindex(")")]
-                fields = st[st.rindex(")") + 2:].split()
-                out[int(d)] = (comm, int(fields[11]) + int(fields[12]))
+                out[int(d)] = proc_stat(d)
             except (OSError, ValueError, IndexError):
                 continue
         return out
-    hz = os.sysconf("SC_CLK_TCK")
     before = ticks()
     time.sleep(seconds)
     after = ticks()
     busy = []
     for pid, (comm, t) in after.items():
-        pct = 100.0 * (t - before.get(pid, (comm, t))[1]) / hz / seconds
+        pct = 100.0 * (t - before.get(pid, (comm, t))[1]) / CLK_TCK / seconds
         suspect = any(comm.startswith(c) for c in SUSPECT_COMMS)
         if pct >= threshold_pct or suspect:
             busy.append({"pid": pid, "comm": comm, "cpu_pct": round(pct, 1)})
     return sorted(busy, key=lambda b: -b["cpu_pct"])
 
 
-def proc_cpu_ticks(pid):
+def proc_stat(pid):
+    """A process's name and CPU time in clock ticks (utime + stime), from /proc/PID/stat.
+    The name is between the first "(" and the last ")": it may hold either."""
     with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime, stime
+        st = f.read()
+    comm = st[st.index("(") + 1:st.rindex(")")]
+    fields = st[st.rindex(")") + 1:].split()
+    return comm, int(fields[11]) + int(fields[12])  # utime, stime
 
 
 def proc_cpu_ns(pid):
@@ -66,7 +65,7 @@ def proc_cpu_ns(pid):
             pass
     if seen:
         return total, 1
-    return proc_cpu_ticks(pid) * 1e9 / CLK_TCK, 1e9 / CLK_TCK
+    return proc_stat(pid)[1] * 1e9 / CLK_TCK, 1e9 / CLK_TCK
 
 
 def proc_status_kib(pid, key):
