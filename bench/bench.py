@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 
-from bench_common import FLOOR_REF, BenchError, Stopped, log
+from bench_common import FLOOR_REF, BenchError, NoFigure, Stopped, log
 from bench_daemon import daemon_cost, startstop
 from bench_host import host_busy
 from bench_hooks import hook_costs
@@ -134,6 +134,10 @@ def run_parts(b, parts):
             t_part = time.monotonic()
             try:
                 steps[p](b)
+            except NoFigure as e:
+                # The part had nothing to measure: a figure missing, the bench whole.
+                log(f"{p}: no figure: {e}")
+                b.results.setdefault("no_figure", []).append({"part": p, "no_figure": str(e)})
             finally:
                 # Other work on the host shows up here (our own floods count too).
                 b.results["host"].setdefault("loadavg_after", {})[p] = os.getloadavg()[0]

@@ -18,7 +18,8 @@ class BenchError(Exception):
 
 class NoFigure(Exception):
     """A third-party tool ran to its end and measured nothing (sockperf's "No valid
-    observations found"): a figure missing from the results, not the bench broken."""
+    observations found"), or a part found nothing to measure (the hooks part with
+    no tracer): a figure missing from the results, not the bench broken."""
 
 
 class Stopped(Exception):

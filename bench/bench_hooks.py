@@ -2,7 +2,7 @@
 per loopback round trip, against the floor; what single operations cost at a
 hook on this host; and netlatd's op counts (opcounts.py)."""
 from bench_bpf import BpfStats, bpf_prog_ids_of, bpf_prog_stats
-from bench_common import FLOOR_REF, FLOOR_VARIANTS, BenchError, log, median
+from bench_common import FLOOR_REF, FLOOR_VARIANTS, BenchError, NoFigure, log, median
 from opcounts import count_runs
 
 
@@ -11,9 +11,12 @@ def hook_costs(b):
     floor script), then per loopback round trip (netlatd, bpftrace): what each
     hook costs, and how many runs one round trip pays for."""
     a = b.a
+    tracers = hook_tracers(b)
+    if not tracers:
+        # Nothing to take the programs' run time of (and no round to divide among).
+        raise NoFigure("no tracer to measure: needs netlatd (and its floor) or bpftrace")
     out = b.results["hooks"] = {}
     rt_out = b.results["hooks_roundtrip"] = {}
-    tracers = hook_tracers(b)
     for v in tracers:
         h = flood_hook_costs(b, v)
         if h is not None:

@@ -299,6 +299,8 @@ def closing_lines(res, out):
         out.append(f"error: {key}" + (f" (x{n})" if n > 1 else ""))
     for n in res.get("notes", []):
         out.append(f"note: {n}")
+    for r in res.get("no_figure", []):
+        out.append(f"no figure: {r['part']}: {r['no_figure']}")
     for r in (res.get("roundtrip") or {}).get("no_figure", []):
         out.append(f"no figure: roundtrip {r['path']} {r['variant']} (round {r['round'] + 1}): "
                    f"{r['no_figure']}")
