@@ -169,8 +169,8 @@ def main():
     watch_signals()
     t0 = time.monotonic()
     rc = run_parts(b, parts)
-    b.results["host"]["loadavg_end"] = os.getloadavg()[0]
-    if "host" in b.results:
+    if "host" in b.results:  # not there if run_parts failed at its first step
+        b.results["host"]["loadavg_end"] = os.getloadavg()[0]
         # After the clean-up, so only what outlived this run (or was never ours) shows.
         b.results["host"]["busy_end"] = host_busy(exclude=(os.getpid(), os.getppid()))
     b.results["elapsed_s"] = time.monotonic() - t0
