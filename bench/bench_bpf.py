@@ -54,21 +54,26 @@ class BpfStats:
         return False
 
 
-def bpf_prog_ids_of(pid):
-    """Program ids held open by a process: exact, unlike name or load-time matching."""
+def bpf_ids_of(pid, kind):
+    """Ids of the BPF objects of `kind` ("prog", "map") a process holds open:
+    exact, unlike name or load-time matching."""
     ids = []
     fd_dir = f"/proc/{pid}/fd"
     for fd in os.listdir(fd_dir):
         try:
-            if "bpf-prog" not in os.readlink(f"{fd_dir}/{fd}"):
+            if f"bpf-{kind}" not in os.readlink(f"{fd_dir}/{fd}"):
                 continue
             with open(f"/proc/{pid}/fdinfo/{fd}") as f:
                 for line in f:
-                    if line.startswith("prog_id:"):
+                    if line.startswith(f"{kind}_id:"):
                         ids.append(int(line.split()[1]))
         except OSError:
             continue
     return sorted(set(ids))
+
+
+def bpf_prog_ids_of(pid):
+    return bpf_ids_of(pid, "prog")
 
 
 def bpf_prog_stats(ids):

@@ -6,6 +6,7 @@ import time
 
 from bench_common import log, median
 from bench_host import proc_cpu_ns, proc_status_kib, rss_by_mapping_kib
+from bench_memory import memory_of
 from bench_proc import not_ready
 
 
@@ -84,6 +85,8 @@ def startstop(b):
             b.tracer_error("netlatd", f"start/stop: {not_ready(tr, 15)}")
             return
         attach = tr.ready_at - tr.t_start
+        if "memory" not in b.results:
+            b.results["memory"] = memory_of(tr.p.pid)
         time.sleep(0.2)
         detach = tr.stop(signal.SIGTERM, timeout=10)
         row = {"attach_s": attach, "detach_s": detach, "exit": tr.p.returncode}

@@ -1,6 +1,7 @@
 """The report: medians of the runs done, the figures against the floor, and the
 tables (text, or Markdown for docs/BENCHMARKS.md)."""
 from bench_common import FLOOR_REF, FLOOR_VARIANTS, median
+from bench_memory import memory_tables
 from opcounts import OPS_HEAD, ops_rows, ops_title
 
 
@@ -116,7 +117,7 @@ def render(res, md=False):
         out.append("")
 
     for section in (roundtrip_tables, hook_tables, program_tables,
-                    floor_table, daemon_tables, target_tables):
+                    floor_table, daemon_tables, memory_tables, target_tables):
         section(res, title, table)
     closing_lines(res, out)
     return "\n".join(out)
