@@ -28,24 +28,40 @@ NotifySocket::NotifySocket() {
   std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
   if (::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
     throw std::runtime_error("cannot bind the notify socket " + path_);
+  reader_ = std::thread([this] { read_all(); });
 }
 
 NotifySocket::~NotifySocket() {
+  stop_ = true;
+  if (reader_.joinable())
+    reader_.join();
   if (fd_ >= 0)
     ::close(fd_);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
 
+void NotifySocket::read_all() {
+  while (!stop_) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 50) != 1)
+      continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
+    if (n <= 0)
+      continue;
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.emplace_back(buf, static_cast<size_t>(n));
+    arrived_.notify_all();
+  }
+}
+
 std::string NotifySocket::receive(int timeout_ms) {
-  pollfd p{fd_, POLLIN, 0};
-  if (::poll(&p, 1, timeout_ms) != 1)
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!arrived_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [this] { return !inbox_.empty(); }))
     return {};
-  char buf[4096];
-  const ssize_t n = ::recv(fd_, buf, sizeof(buf), 0);
-  if (n <= 0)
-    return {};
-  received_.emplace_back(buf, static_cast<size_t>(n));
+  received_.push_back(std::move(inbox_.front()));
+  inbox_.pop_front();
   return received_.back();
 }
 

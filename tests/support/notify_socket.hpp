@@ -1,8 +1,17 @@
 #pragma once
 // A stand-in for systemd's NOTIFY_SOCKET: an AF_UNIX datagram socket in a
 // private directory. What netlatd sends to it is exactly what systemd would
-// read, so "READY=1" here is the readiness a service manager sees.
+// read, so "READY=1" here is the readiness a service manager sees. Like
+// systemd, it reads every datagram as it comes (a thread of its own): a
+// socket nobody reads holds net.unix.max_dgram_qlen (10) of them, and then
+// the daemon's next sd_notify() blocks, STATUS= once an interval, so a test
+// daemon would hang on its own status after some 11 s.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace nltest {
@@ -26,9 +35,17 @@ public:
   const std::vector<std::string> &received() const { return received_; }
 
 private:
+  void read_all();
+
   std::string dir_, path_;
   int fd_ = -1;
   std::vector<std::string> received_;
+  // Read by the thread, not yet by receive().
+  std::mutex mu_;
+  std::condition_variable arrived_;
+  std::deque<std::string> inbox_;
+  std::atomic<bool> stop_{false};
+  std::thread reader_;
 };
 
 }  // namespace nltest

@@ -4,8 +4,10 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <future>
 #include <optional>
 #include <string>
 
@@ -94,6 +96,26 @@ TEST_CASE("Notifier sends READY, STATUS, RELOADING, STOPPING datagrams", "[notif
   CHECK_FALSE(n.watchdog());
   CHECK(n.status("marker"));
   CHECK(systemd.receive() == "STATUS=marker");
+}
+
+// The stand-in reads as systemd does, whether or not the test looks: a
+// status a second for longer than the socket's queue (10 datagrams) must not
+// block the daemon, or a test daemon hangs at SIGTERM after some 11 s.
+TEST_CASE("NotifySocket reads every datagram as it comes, as systemd does", "[notify]") {
+  NotifySocket systemd;
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  netlatd::Notifier n;
+  REQUIRE(n.enabled());
+  auto sent = std::async(std::launch::async, [&n] {
+    for (int i = 0; i < 40; i++)
+      if (!n.status("interval " + std::to_string(i)))
+        return false;
+    return true;
+  });
+  REQUIRE(sent.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(sent.get());
+  for (int i = 0; i < 40; i++)
+    CHECK(systemd.receive() == "STATUS=interval " + std::to_string(i));
 }
 
 TEST_CASE("Notifier feeds the watchdog only when it is meant for this process", "[notify]") {
