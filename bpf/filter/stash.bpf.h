@@ -8,8 +8,11 @@
 /* UDP datagrams between netif_receive_skb and their socket's queue, at a set
  * chosen by their skb address (stash_set below). A global array rather than a
  * map: a socket's lock region may look entries up (no helper calls are
- * allowed there), and the daemon maps .bss to expire stale ones. */
-struct netlatd_stash_entry stash[1 << NETLATD_STASH_BITS] __attribute__((aligned(64)));
+ * allowed there), and the daemon maps it to expire stale ones. In a section
+ * of its own, the last and only variable there, so that the daemon can size
+ * it before load (bpf_map__set_value_size, --stash-entries): declared with
+ * one entry, it has targ_stash_mask + 1 once loaded. */
+struct netlatd_stash_entry stash[1] SEC(".data.stash") __attribute__((aligned(64)));
 
 #define STASH_WAYS (1U << NETLATD_STASH_WAY_BITS)
 
@@ -25,9 +28,16 @@ static __always_inline __u32 stash_set(__u64 skb)
 	return (ptr_low32(skb) >> (8 - NETLATD_STASH_WAY_BITS)) & ~(STASH_WAYS - 1);
 }
 
+/* The entry at `idx` modulo the table's size. The mask is frozen rodata, a
+ * known constant to the verifier: the offset is bounded by the size the
+ * daemon gave the section. The base goes through a barrier: indexing an array
+ * declared with one entry, clang may take every index for 0 (any other would
+ * be past its end) and drop it. */
 static __always_inline struct netlatd_stash_entry *stash_at(__u32 idx)
 {
-	return &stash[idx & ((1 << NETLATD_STASH_BITS) - 1)];
+	struct netlatd_stash_entry *base = stash;
+	barrier_var(base);
+	return base + (idx & targ_stash_mask);
 }
 
 /* The entry of `skb`, if it is there. No helper calls: usable under a lock. */

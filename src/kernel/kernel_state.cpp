@@ -101,10 +101,10 @@ Tracer::SweepResult KernelState::sweep_stash(uint64_t now, uint64_t inflight_max
   Tracer::SweepResult r;
   // Datagrams that never reached a socket, or that a read took before their
   // data-ready call; and, where the kernel names reads, datagrams queued and
-  // never read: free their stash entries (mapped with .bss) with the same
+  // never read: free their stash entries (mapped at load) with the same
   // compare-and-swap the BPF side claims them with, so an entry a CPU
   // refilled meanwhile is left alone.
-  for (netlatd_stash_entry &e : skel_.bss->stash) {
+  for (netlatd_stash_entry &e : stash_) {
     __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
     if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
       continue;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -20,7 +21,8 @@ namespace netlatd {
 
 class KernelState {
 public:
-  KernelState(netlatd_bpf &skel, int ncpus) : skel_(skel), ncpus_(ncpus) {}
+  KernelState(netlatd_bpf &skel, int ncpus, std::span<netlatd_stash_entry> stash)
+      : skel_(skel), ncpus_(ncpus), stash_(stash) {}
 
   // Before any program runs: the kept cgroups, each held by the map from
   // its directory's descriptor. Throws Error.
@@ -44,6 +46,7 @@ public:
 private:
   netlatd_bpf &skel_;
   int ncpus_;
+  std::span<netlatd_stash_entry> stash_;  // the UDP stash, mapped (its size is set at load)
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching_;  // keys in `watch`: netns, ifindex, vlan
   // --cgroup: each kept directory and the inode of the cgroup the map holds
   // for it (0: the directory was gone when last looked at).

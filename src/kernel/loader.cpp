@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include <bpf/bpf.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "libbpf_log.hpp"
@@ -78,6 +79,27 @@ void set_rodata(netlatd_bpf &skel, const HookPlan &plan, const TracerConfig &con
   set_wake_functions(skel);
   if (int err = bpf_map__set_max_entries(skel.maps.events, config.ringbuf_bytes))
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
+}
+
+// The UDP stash sized before load: its section's value (the one array in
+// it) and the mask the kernel side indexes it with. libbpf adjusts the
+// section's BTF to the new size, and moves the section's memory: the
+// skeleton's pointer to it is stale until load.
+void size_stash(netlatd_bpf &skel, uint32_t entries) {
+  if (const std::string why = stash_entries_error(entries); !why.empty())
+    throw Error(ExitCode::Usage, "--stash-entries " + why);
+  if (int err = bpf_map__set_value_size(skel.maps.data_stash, entries * sizeof(netlatd_stash_entry)))
+    throw Error(ExitCode::Software, "cannot size the UDP stash: " + errno_text(err));
+  skel.rodata->targ_stash_mask = entries - 1;
+}
+
+// The stash as the kernel holds it, mapped into the daemon at load.
+std::span<netlatd_stash_entry> mapped_stash(netlatd_bpf &skel) {
+  size_t bytes = 0;
+  auto *first = static_cast<netlatd_stash_entry *>(bpf_map__initial_value(skel.maps.data_stash, &bytes));
+  if (!first || bytes != (skel.rodata->targ_stash_mask + size_t{1}) * sizeof(netlatd_stash_entry))
+    throw Error(ExitCode::Software, "the UDP stash is not mapped as sized");
+  return {first, bytes / sizeof(netlatd_stash_entry)};
 }
 
 // --aggregate: the series the kernel side splits by, and its maps sized.
@@ -169,6 +191,27 @@ Tracer::VerifierWalk verifier_walk(const LoadedObject &object, double load_ms) {
 
 }  // namespace
 
+std::string stash_entries_error(uint64_t entries) {
+  if (entries >= NETLATD_STASH_ENTRIES_MIN && entries <= NETLATD_STASH_ENTRIES_MAX && !(entries & (entries - 1)))
+    return "";
+  return fmt::format("must be a power of two from {} to {} (entries of {} bytes)", NETLATD_STASH_ENTRIES_MIN,
+                     NETLATD_STASH_ENTRIES_MAX, sizeof(netlatd_stash_entry));
+}
+
+std::string stash_description(uint32_t entries, UdpJoin join) {
+  const uint64_t kib = uint64_t{entries} * sizeof(netlatd_stash_entry) / 1024;
+  const std::string size = kib >= 1024 ? fmt::format("{} MiB", kib / 1024) : fmt::format("{} KiB", kib);
+  // Where reads are named, an entry waits for its read: with a quarter of
+  // the entries queued unread, full sets lose about 4 datagrams in 1,000
+  // (abi.h), and more as the queues deepen.
+  return fmt::format("{} entries ({}); {}", entries, size,
+                     join == UdpJoin::Consume
+                         ? fmt::format("holds every UDP datagram queued unread, up to about {} in all before full "
+                                       "sets lose some (unjoined_reused)",
+                                       entries / 4)
+                         : std::string("a UDP datagram leaves it when queued on its socket"));
+}
+
 uint32_t sample_below(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>((uint64_t{1} << 32) / n); }
 
 LoadedObject load_programs(const HookPlan &plan, const TracerConfig &config) {
@@ -180,10 +223,12 @@ LoadedObject load_programs(const HookPlan &plan, const TracerConfig &config) {
   if (!o.skel)
     throw Error(ExitCode::Unavailable, "cannot open the BPF object: " + errno_text(errno));
   set_rodata(*o.skel, plan, config);
+  size_stash(*o.skel, config.stash_entries);
   o.aggregate = set_aggregate(*o.skel, config, o.ncpus);
   o.programs = choose_programs(*o.skel, plan);
   const uint64_t load_start = monotonic_ns();
   load(*o.skel);
+  o.stash = mapped_stash(*o.skel);
   o.walk = verifier_walk(o, static_cast<double>(monotonic_ns() - load_start) / 1e6);
   return o;
 }

@@ -2,6 +2,7 @@
 // Loading the BPF object: its rodata set from the configuration, exactly the
 // programs the hook plan chose, through the verifier; then attaching them.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +26,7 @@ struct LoadedObject {
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program: the plan's choice
   Tracer::VerifierWalk walk;
   AggregateLayout aggregate;
+  std::span<netlatd_stash_entry> stash;  // mapped: the daemon expires stale entries in place
 };
 
 // Opens the object, sets its rodata and loads the chosen programs. Throws

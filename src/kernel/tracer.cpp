@@ -31,7 +31,7 @@ static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "t
 // first, so no program runs while the ring and the maps go away.
 struct Tracer::Impl {
   Impl(LoadedObject loaded, RecordFn record)
-      : object(std::move(loaded)), on_record(std::move(record)), state(*object.skel, object.ncpus),
+      : object(std::move(loaded)), on_record(std::move(record)), state(*object.skel, object.ncpus, object.stash),
         aggregate(*object.skel, object.ncpus, object.aggregate) {}
 
   LoadedObject object;
@@ -90,6 +90,8 @@ const Tracer::VerifierWalk &Tracer::verifier_walk() const { return impl_->object
 void Tracer::set_aggregate_outliers(std::optional<uint64_t> over_ns) { impl_->aggregate.set_outliers(over_ns); }
 
 uint64_t Tracer::aggregate_bytes() const { return impl_->aggregate.bytes(); }
+
+size_t Tracer::stash_entries() const { return impl_->object.stash.size(); }
 
 bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) { return impl_->aggregate.drain(out, wait_ms); }
 

@@ -23,6 +23,9 @@ namespace netlatd {
 struct TracerConfig {
   std::vector<uint16_t> ports;
   uint32_t ringbuf_bytes = 4u << 20;
+  // --stash-entries: the UDP stash's entries (abi.h), a power of two from
+  // NETLATD_STASH_ENTRIES_MIN to NETLATD_STASH_ENTRIES_MAX.
+  uint32_t stash_entries = NETLATD_STASH_ENTRIES_DEFAULT;
   uint32_t sample = 1;  // --sample: one in this many matching packets is kept, at the filter
   bool count_ops = false;  // --count-ops: the programs count their operations (op_totals)
   bool reader_cgroup = false;  // records carry the reader's cgroup id (--by cgroup)
@@ -40,6 +43,13 @@ struct TracerConfig {
 // --sample N as the filter's bound (targ_sample_below): a packet is kept
 // when a 32-bit draw is below it. 0 for N <= 1: every packet, no draw.
 uint32_t sample_below(uint32_t n);
+
+// Whether `entries` can size the UDP stash (--stash-entries): "" if so, else
+// what it must be ("must be a power of two from ...").
+std::string stash_entries_error(uint64_t entries);
+// The stash's size and what fills it under `join`, for --check and the start
+// log: "32768 entries (2 MiB); ...".
+std::string stash_description(uint32_t entries, UdpJoin join);
 
 // A device whose packets count for a traced interface: the interface
 // itself, or a device below it (a bond's slave, a VLAN's real device with
@@ -111,6 +121,8 @@ public:
   void set_aggregate_outliers(std::optional<uint64_t> over_ns);
   // Kernel memory the --aggregate histograms take (both sides, every CPU).
   uint64_t aggregate_bytes() const;
+  // The UDP stash's entries as loaded (64 bytes each).
+  size_t stash_entries() const;
   // Detaches every program now (the destructor does too): what they wrote
   // can then be read to the end.
   void detach();
