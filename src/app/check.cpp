@@ -15,6 +15,7 @@
 #include "netlatd/base/errors.hpp"
 #include "netlatd/model/interval.hpp"
 #include "netlatd/base/fd.hpp"
+#include "netlatd/kernel/tracer.hpp"
 #include "netlatd/net/interface.hpp"
 #include "netlatd/version.hpp"
 #include "netlatd/net/watch.hpp"
@@ -123,6 +124,7 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   std::printf("  %-28s %s\n", "BPF ring buffer", ring ? "yes" : "NO");
   HookPlan plan = choose_hooks(features);
   print_hooks(plan, features);
+  std::printf("\nUDP stash (--stash-entries): %s\n", stash_description(opts.stash_entries, plan.udp_join).c_str());
   const size_t irqs = opts.ifaces.empty() ? 0 : print_interfaces(opts);
   print_stages(plan, opts.ifaces.empty() ? 1 : irqs);
   bool ok = btf && ring && plan.runnable();

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "netlatd/kernel/tracer.hpp"
 #include "netlatd/net/cgroup.hpp"
 #include "netlatd/output/http.hpp"
 #include "option_parts.hpp"
@@ -229,6 +230,29 @@ const OptionSpec kOptions[] = {
      [](const Options &o) {
        if (!valid_ringbuf_mb(o.ringbuf_mb))
          throw Error(ExitCode::Usage, "--ringbuf-mb " + kRingbufValues);
+     }},
+    {{"--stash-entries", "stash_entries",
+      "Datagrams the kernel side can hold between arrival and read: a power of two from 4096 to 1048576, 64 "
+      "bytes each (default 32768, 2 MiB); raise it for deeper unread UDP queues",
+      Reload::NeedsRestart,
+      [](const Options &running, Options &next) {
+        // The table is sized when the programs load.
+        return keep_if_changed<&Options::stash_entries>(
+            running, next,
+            fmt::format("stash_entries {} differs from the running {}; restart netlatd to apply it",
+                        next.stash_entries, running.stash_entries));
+      }},
+     bind_value<&Options::stash_entries>, nullptr,
+     [](const toml::node &n, const TomlFile &f) {
+       const double d = f.number(n, "stash_entries");
+       const auto entries = d >= 1 && d <= NETLATD_STASH_ENTRIES_MAX ? static_cast<uint32_t>(d) : 0u;
+       if (d != static_cast<double>(entries) || !stash_entries_error(entries).empty())
+         throw f.fail(n, "stash_entries " + stash_entries_error(0));
+       f.into.stash_entries = entries;
+     },
+     [](const Options &o) {
+       if (const std::string why = stash_entries_error(o.stash_entries); !why.empty())
+         throw Error(ExitCode::Usage, "--stash-entries " + why);
      }},
     {{"--sample", "sample",
       "Trace one in N matching packets (default 1: all); TCP keeps or leaves out whole flows", Reload::NeedsRestart,

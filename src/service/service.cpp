@@ -33,6 +33,7 @@ TracerConfig tracer_config(const Options &opts, std::vector<std::string> cgroup_
   c.sample = opts.sample;
   c.count_ops = opts.count_ops;
   c.ringbuf_bytes = opts.ringbuf_mb << 20;
+  c.stash_entries = opts.stash_entries;
   c.reader_cgroup = opts.by.cgroup;
   c.cgroup_dirs = std::move(cgroup_dirs);
   c.aggregate = opts.aggregate;
@@ -217,6 +218,7 @@ void Service::log_ready(bool live, double attach_ms) const {
     spdlog::info("tracing {} (ifindex {}, {} IRQ lines) ports {}: {} programs attached in {:.1f} ms{}; ready",
                  header_.iface, header_.ifindex, target.irqs.size(), fmt::join(opts_.ports, ","),
                  tracer_->programs_attached(), attach_ms, verifier);
+  spdlog::info("UDP stash: {}", stash_description(static_cast<uint32_t>(tracer_->stash_entries()), plan_.udp_join));
   if (opts_.aggregate)
     spdlog::info("--aggregate{}: the kernel side keeps the histograms ({} KiB of kernel memory); records only for "
                  "outliers and what it cannot add",

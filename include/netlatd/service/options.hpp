@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include <linux/types.h>
+
+#include "netlatd/abi.h"
 #include "netlatd/model/breakdown.hpp"
 #include "netlatd/net/interface.hpp"
 
@@ -38,6 +41,9 @@ struct Options {
   // the cgroup2 mount, normalized, sorted, unique); empty = every reader.
   std::vector<std::string> cgroups;
   uint32_t ringbuf_mb = 2;
+  // --stash-entries: the UDP stash's entries (abi.h), checked by
+  // stash_entries_error.
+  uint32_t stash_entries = NETLATD_STASH_ENTRIES_DEFAULT;
   // --sample N: one in N matching packets is kept, chosen in the kernel's
   // filter before any per-packet state (1 = every packet).
   uint32_t sample = 1;
