@@ -1,0 +1,122 @@
+// The UDP stash sized at load (--stash-entries, issue 32): the programs load
+// with the table the daemon gave them, on this kernel's verifier, the daemon
+// says its size, and records stay right. Where the kernel names each read's
+// datagram, the stash holds every datagram queued unread: a queue deeper than
+// a quarter of the table loses some to full sets (counted), one a large table
+// holds is traced whole.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <catch2/catch_test_macros.hpp>
+
+#include "process.hpp"
+#include "reader_run.hpp"
+
+using namespace nltest;
+
+namespace {
+
+// Bursts from both CPUs into 4 reading threads, as the reader tests send.
+ReaderRun four_readers(const VethNamespaces &net, uint16_t port, const std::string &entries) {
+  const int bursts = scaled(64), n = bursts * 32;
+  ReaderRunSpec spec = udp_spec(net, port, 4, static_cast<size_t>(n));
+  spec.reader_args = {"--bind", spec.to, "--threads", "4", "--call", "recvmmsg", "--vlen", "8",
+                      "--expect", std::to_string(n)};
+  spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(bursts), "--burst-size", "32",
+                      "--gap-us", "4000", "--lengths", "distinct", "--len", "200"};
+  spec.netlatd_args = {"--stash-entries", entries};
+  return run_readers(net, spec);
+}
+
+}  // namespace
+
+TEST_CASE("stash: --check and the start log say the size --stash-entries gave", "[bpf][stash]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  const Exit e = run_netlatd({"--check", "--stash-entries", "8192"});
+  INFO(e.out << e.err);
+  CHECK(e.code == 0);
+  CHECK(e.out.find("UDP stash (--stash-entries): 8192 entries (512 KiB); ") != std::string::npos);
+}
+
+TEST_CASE("stash: the smallest, 4096 entries, loads and traces bursts with no wrong record", "[bpf][stash]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  VethNamespaces net;
+  net.set_mtu(9000);
+  ReaderRun run = four_readers(net, 5471, "4096");
+  report("4 threads, --stash-entries 4096", run);
+  INFO(run.totals.err);
+  CHECK(run.totals.err.find("UDP stash: 4096 entries (256 KiB); ") != std::string::npos);
+  check_no_wrong_records(run);
+  CHECK(run.verdict.right > 0);
+}
+
+TEST_CASE("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts with no wrong record",
+          "[bpf][stash]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  VethNamespaces net;
+  net.set_mtu(9000);
+  ReaderRun run = four_readers(net, 5472, "1048576");
+  report("4 threads, --stash-entries 1048576", run);
+  INFO(run.totals.err);
+  CHECK(run.totals.err.find("UDP stash: 1048576 entries (64 MiB); ") != std::string::npos);
+  check_no_wrong_records(run);
+  CHECK(run.verdict.right > 0);
+}
+
+namespace {
+
+constexpr int kDeep = 20000;
+
+// kDeep datagrams, each from its own source port (equal lengths: distinct
+// ones would pass the MTU), all queued on one socket before its reader wakes
+// (it sleeps 8 s after the first), then read 64 a call.
+ReaderRun deep_queue(const VethNamespaces &net, uint16_t port, const std::string &entries) {
+  ReaderRunSpec spec = udp_spec(net, port, 4, kDeep);
+  spec.reader_args = {"--bind", spec.to, "--threads", "1", "--call", "recvmmsg", "--vlen", "64",
+                      "--delay-ms", "8000", "--rcvbuf", std::to_string(64 << 20), "--expect", std::to_string(kDeep)};
+  spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(kDeep / 500), "--burst-size",
+                      "500", "--gap-us", "0", "--lengths", "equal", "--len", "64", "--sport-base", "40000"};
+  spec.netlatd_args = {"--stash-entries", entries, "--ringbuf-mb", "8"};
+  ReaderRun run = run_readers(net, spec);
+  report("20000 queued unread, --stash-entries " + entries, run);
+  // Every datagram was queued before the first read began.
+  int64_t last_send = 0;
+  for (const auto &[id, s] : run.sent)
+    last_send = std::max(last_send, s.ns);
+  REQUIRE(!run.log.reads.empty());
+  INFO("first read began " << (run.log.reads.front().before - last_send) / 1000000 << " ms after the last send");
+  REQUIRE(run.log.reads.front().before > last_send);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("stash: 20000 datagrams queued unread, traced whole by 1048576 entries, counted by 32768",
+          "[bpf][stash][deep]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  if (!kernel_names_udp_reads())
+    SKIP("this kernel joins UDP reads by queue order: a datagram leaves the stash when queued");
+  VethNamespaces net;
+  {
+    ReaderRun run = deep_queue(net, 5473, "1048576");
+    check_no_wrong_records(run);
+    INFO(run.verdict.summary(run.log.reads.size()));
+    CHECK(run.totals.drops["unjoined_reused"] == 0);
+    CHECK(run.totals.all_drops() == 0);
+    CHECK(run.verdict.right == static_cast<uint64_t>(kDeep));
+  }
+  {
+    // 20,000 queued in 8,192 sets of 4: many sets fill. Each datagram whose
+    // entry a newer one took is counted, never given another's record.
+    ReaderRun run = deep_queue(net, 5474, "32768");
+    check_no_wrong_records(run);
+    INFO(run.verdict.summary(run.log.reads.size()));
+    CHECK(run.totals.drops["unjoined_reused"] > 0);
+    CHECK(run.verdict.right < static_cast<uint64_t>(kDeep));
+  }
+}
