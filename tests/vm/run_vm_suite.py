@@ -82,6 +82,13 @@ SUITE = [
     # --sample: a datagram left out is counted at its read, a TCP flow whole.
     ("sample: one datagram in 4 traced, each left out counted at the filter and at its read", "sample"),
     ("sample: TCP connections kept or left out whole, one in 4", "sample"),
+    # --stash-entries: this kernel's verifier on the sized table, and a queue
+    # that only a large one holds where the kernel names reads.
+    ("stash: --check and the start log say the size --stash-entries gave", "stash"),
+    ("stash: the smallest, 4096 entries, loads and traces bursts with no wrong record", "stash"),
+    ("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts with no wrong record", "stash"),
+    ("stash: 20000 datagrams queued unread, traced whole by 1048576 entries", "stash"),
+    ("stash: 20000 datagrams queued unread, counted by the default 32768 entries", "stash"),
 ]
 # Per guest kernel: tests left out, and why.
 LEFT_OUT = {
