@@ -151,7 +151,12 @@ void Service::end_interval(bool final) {
   drain_kernel();
   if (final)  // detached: the other side too, in case a drain found a writer late and left it
     drain_kernel();
-  const auto sweep = tracer_->sweep(kInflightMaxAgeNs, kUnreadMaxAgeNs);
+  // The last line counts every packet still held, whatever its age: one
+  // whose read, or whose queueing, netlatd will not see. Not counted, a
+  // datagram whose stamps a read could not take (6.18: a reader dequeued it
+  // before its data-ready call) would leave that read untracked with its
+  // loss counted nowhere (docs/OUTPUT.md, Drop reasons).
+  const auto sweep = final ? tracer_->sweep(0, 0) : tracer_->sweep(kInflightMaxAgeNs, kUnreadMaxAgeNs);
   losses_.add_expired(sweep.expired_inflight, sweep.expired_unread);
   losses_.read(read_kernel_counts(*tracer_), sink_dropped(), outliers_.rate_limited());
   // Kept through a stalled consumer: outlier lines queued before it make room.
