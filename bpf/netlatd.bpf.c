@@ -94,8 +94,8 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb, int pc)
 		tcp_probe_undo(cs, skb);
 		return 0;
 	}
-	struct netlatd_stash_entry *e = stash_find(key);
-	bool claimed = e && stash_claim(e, key);
+	int way = stash_way(key);
+	bool claimed = way >= 0 && stash_claim(key, way);
 	if (claimed)
 		COUNT(drops, NETLATD_DROP_STACK_DROPPED);
 	/* Where the kernel names reads, a dropped datagram's entry was still in
@@ -104,7 +104,7 @@ static __always_inline int on_kfree_skb(struct sk_buff *skb, int pc)
 		return 0;
 	if (claimed)
 		note_read_drop(skb, false, cs, pc);
-	else if (!e)
+	else if (way < 0)
 		note_read_drop(skb, true, cs, pc);
 	return 0;
 }

@@ -55,17 +55,18 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 {
 	__u64 key = (__u64)skb;
 	/* Seen below already (a lower device of this interface): once only. */
-	if (w->upper && stash_find(key))
+	if (w->upper && stash_has(key))
 		return;
-	struct netlatd_stash_entry *e = stash_take(key);
-	if (!e) {
+	int way = stash_take(key);
+	if (way < 0) {
 		COUNT_ON(cs, drops, NETLATD_DROP_INFLIGHT_FULL);
 		return;
 	}
-	fill_rx(&e->rx, p, bpf_ktime_get_ns(), pidx, w, cs);
-	e->queued_ns = 0;
+	struct netlatd_stash_set *set = stash_set_of(key);
+	fill_rx(&set->rx[STASH_WAY(way)], p, bpf_ktime_get_ns(), pidx, w, cs);
+	set->queued_ns[STASH_WAY(way)] = 0;
 	/* Publish: from here on the enqueue can claim it. */
-	__sync_lock_test_and_set(&e->skb, key);
+	__sync_lock_test_and_set(&set->skb[STASH_WAY(way)], key);
 	COUNT_ON(cs, counters, NETLATD_CNT_MATCHED);
 }
 

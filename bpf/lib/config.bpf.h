@@ -38,10 +38,10 @@ const volatile __u32 targ_numa_nodes = 1;
 /* --sample N: a matching packet is kept when a 32-bit draw is below this
  * (2^32 / N); 0 keeps every packet (filter/filter.bpf.h sampled_out). */
 const volatile __u32 targ_sample_below = 0;
-/* The stash's entries less one (filter/stash.bpf.h): the daemon sizes it at
+/* The stash's sets less one (filter/stash.bpf.h): the daemon sizes it at
  * load, a power of two, and sets this to match. 0 until then, so that an
- * object loaded without it touches only the one entry it declares. */
-const volatile __u32 targ_stash_mask = 0;
+ * object loaded without it touches only the one set it declares. */
+const volatile __u32 targ_stash_set_mask = 0;
 /* Wait-queue callbacks of readers asleep inside a receive call, from
  * /proc/kallsyms (0 = unknown): receiver_wake_function (UDP and other
  * datagram sockets), woken_wake_function (TCP's sk_wait_data). */

@@ -195,34 +195,39 @@ struct netlatd_watch {
 
 /*
  * UDP datagrams from netif_receive_skb on, by skb address: a set-associative
- * table of 64-byte entries in sets of 2^NETLATD_STASH_WAY_BITS (the global
- * `stash` in bpf/, in its own data section .data.stash). By queue order, an
- * entry leaves at its socket's data-ready call; where the kernel names each
- * read's skb, it stays until the read, its queueing stamped in it, so the
- * table holds every datagram queued unread. The daemon sizes it before load
- * (--stash-entries, a power of two from NETLATD_STASH_ENTRIES_MIN to _MAX)
- * and gives the kernel side its mask (targ_stash_mask): its size is said
- * here and nowhere else. If the sets fill at random (as measured in the 6.12
- * guest with two ways), four ways of 8,192 sets (the default, 2 MiB) lose to
- * a full set about 3 in 100,000 datagrams of a queue 2,000 deep, 4 in 1,000
- * at 8,000 and 2 in 100 at 13,000; two ways of 4,096 lost 3, 26 and 44 in
- * 100. The loss depends on the queue's depth against the table's size: a
+ * table of 2^NETLATD_STASH_WAY_BITS ways a set (the global `stash` in bpf/,
+ * in its own data section .data.stash). By queue order, an entry leaves at
+ * its socket's data-ready call; where the kernel names each read's skb, it
+ * stays until the read, its queueing stamped in it, so the table holds every
+ * datagram queued unread. The daemon sizes it before load (--stash-entries,
+ * a power of two from NETLATD_STASH_ENTRIES_MIN to _MAX, counted in ways)
+ * and gives the kernel side its set mask (targ_stash_set_mask): its size is
+ * said here and nowhere else. If the sets fill at random (as measured in the
+ * 6.12 guest with two ways), four ways of 8,192 sets (the default, 2 MiB)
+ * lose to a full set about 3 in 100,000 datagrams of a queue 2,000 deep, 4 in
+ * 1,000 at 8,000 and 2 in 100 at 13,000; two ways of 4,096 lost 3, 26 and 44
+ * in 100. The loss depends on the queue's depth against the table's size: a
  * table four times as large holds four times as deep a queue as well. The
  * daemon maps it to expire entries that never reached a socket, or were
  * never read.
  */
 #define NETLATD_STASH_WAY_BITS 2
+#define NETLATD_STASH_WAYS (1u << NETLATD_STASH_WAY_BITS)
 #define NETLATD_STASH_ENTRIES_MIN 4096u
 #define NETLATD_STASH_ENTRIES_DEFAULT 32768u
 /* 64 MiB of kernel memory, a bound on what one mistyped flag can ask for:
  * four entries per datagram of a queue 262,144 deep. */
 #define NETLATD_STASH_ENTRIES_MAX 1048576u
 
-/* One entry of the stash. 64 bytes, one cache line. */
-struct netlatd_stash_entry {
-	__u64 skb; /* the owner's address; 0 = free, 1 = being written */
-	struct netlatd_rx rx;
-	__u64 queued_ns; /* where the kernel names reads: queued on its socket then; 0 = not yet */
+/* One set of the stash, 256 bytes: 64 a way. Its ways' owners and queueing
+ * stamps share its first cache line, so that a lookup reads one line
+ * whichever way holds the datagram, or none does (most lookups of the
+ * queue-order path are of datagrams no longer there); the receive stamps
+ * follow, read only once found. */
+struct netlatd_stash_set {
+	__u64 skb[NETLATD_STASH_WAYS];       /* each way's owner; 0 = free, 1 = being written */
+	__u64 queued_ns[NETLATD_STASH_WAYS]; /* where the kernel names reads: queued on its socket then; 0 = not yet */
+	struct netlatd_rx rx[NETLATD_STASH_WAYS];
 };
 #define NETLATD_STASH_FREE 0
 #define NETLATD_STASH_BUSY 1

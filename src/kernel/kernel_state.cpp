@@ -104,18 +104,19 @@ Tracer::SweepResult KernelState::sweep_stash(uint64_t now, uint64_t inflight_max
   // never read: free their stash entries (mapped at load) with the same
   // compare-and-swap the BPF side claims them with, so an entry a CPU
   // refilled meanwhile is left alone.
-  for (netlatd_stash_entry &e : stash_) {
-    __u64 skb = __atomic_load_n(&e.skb, __ATOMIC_ACQUIRE);
-    if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
-      continue;
-    const uint64_t t = __atomic_load_n(&e.rx.receive_ns, __ATOMIC_RELAXED);
-    const bool queued = __atomic_load_n(&e.queued_ns, __ATOMIC_RELAXED) != 0;
-    if (!t || now <= t || now - t <= (queued ? unread_max_age_ns : inflight_max_age_ns))
-      continue;
-    if (__atomic_compare_exchange_n(&e.skb, &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED))
-      (queued ? r.expired_unread : r.expired_inflight)++;
-  }
+  for (netlatd_stash_set &set : stash_)
+    for (unsigned w = 0; w < NETLATD_STASH_WAYS; w++) {
+      __u64 skb = __atomic_load_n(&set.skb[w], __ATOMIC_ACQUIRE);
+      if (skb == NETLATD_STASH_FREE || skb == NETLATD_STASH_BUSY)
+        continue;
+      const uint64_t t = __atomic_load_n(&set.rx[w].receive_ns, __ATOMIC_RELAXED);
+      const bool queued = __atomic_load_n(&set.queued_ns[w], __ATOMIC_RELAXED) != 0;
+      if (!t || now <= t || now - t <= (queued ? unread_max_age_ns : inflight_max_age_ns))
+        continue;
+      if (__atomic_compare_exchange_n(&set.skb[w], &skb, __u64{NETLATD_STASH_FREE}, false, __ATOMIC_ACQ_REL,
+                                      __ATOMIC_RELAXED))
+        (queued ? r.expired_unread : r.expired_inflight)++;
+    }
   return r;
 }
 

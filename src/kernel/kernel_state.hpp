@@ -21,7 +21,7 @@ namespace netlatd {
 
 class KernelState {
 public:
-  KernelState(netlatd_bpf &skel, int ncpus, std::span<netlatd_stash_entry> stash)
+  KernelState(netlatd_bpf &skel, int ncpus, std::span<netlatd_stash_set> stash)
       : skel_(skel), ncpus_(ncpus), stash_(stash) {}
 
   // Before any program runs: the kept cgroups, each held by the map from
@@ -46,7 +46,7 @@ public:
 private:
   netlatd_bpf &skel_;
   int ncpus_;
-  std::span<netlatd_stash_entry> stash_;  // the UDP stash, mapped (its size is set at load)
+  std::span<netlatd_stash_set> stash_;  // the UDP stash, mapped (its size is set at load)
   std::set<std::tuple<uint32_t, uint32_t, uint16_t>> watching_;  // keys in `watch`: netns, ifindex, vlan
   // --cgroup: each kept directory and the inode of the cgroup the map holds
   // for it (0: the directory was gone when last looked at).

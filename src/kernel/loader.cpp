@@ -81,25 +81,26 @@ void set_rodata(netlatd_bpf &skel, const HookPlan &plan, const TracerConfig &con
     throw Error(ExitCode::Software, "cannot size the ring buffer: " + errno_text(err));
 }
 
-// The UDP stash sized before load: its section's value (the one array in
-// it) and the mask the kernel side indexes it with. libbpf adjusts the
+// The UDP stash sized before load: its section's value (the one array of
+// sets in it) and the set mask the kernel side indexes it with. libbpf adjusts the
 // section's BTF to the new size, and moves the section's memory: the
 // skeleton's pointer to it is stale until load.
 void size_stash(netlatd_bpf &skel, uint32_t entries) {
   if (const std::string why = stash_entries_error(entries); !why.empty())
     throw Error(ExitCode::Usage, "--stash-entries " + why);
-  if (int err = bpf_map__set_value_size(skel.maps.data_stash, entries * sizeof(netlatd_stash_entry)))
+  const uint32_t sets = entries / NETLATD_STASH_WAYS;
+  if (int err = bpf_map__set_value_size(skel.maps.data_stash, sets * sizeof(netlatd_stash_set)))
     throw Error(ExitCode::Software, "cannot size the UDP stash: " + errno_text(err));
-  skel.rodata->targ_stash_mask = entries - 1;
+  skel.rodata->targ_stash_set_mask = sets - 1;
 }
 
 // The stash as the kernel holds it, mapped into the daemon at load.
-std::span<netlatd_stash_entry> mapped_stash(netlatd_bpf &skel) {
+std::span<netlatd_stash_set> mapped_stash(netlatd_bpf &skel) {
   size_t bytes = 0;
-  auto *first = static_cast<netlatd_stash_entry *>(bpf_map__initial_value(skel.maps.data_stash, &bytes));
-  if (!first || bytes != (skel.rodata->targ_stash_mask + size_t{1}) * sizeof(netlatd_stash_entry))
+  auto *first = static_cast<netlatd_stash_set *>(bpf_map__initial_value(skel.maps.data_stash, &bytes));
+  if (!first || bytes != (skel.rodata->targ_stash_set_mask + size_t{1}) * sizeof(netlatd_stash_set))
     throw Error(ExitCode::Software, "the UDP stash is not mapped as sized");
-  return {first, bytes / sizeof(netlatd_stash_entry)};
+  return {first, bytes / sizeof(netlatd_stash_set)};
 }
 
 // --aggregate: the series the kernel side splits by, and its maps sized.
@@ -195,11 +196,11 @@ std::string stash_entries_error(uint64_t entries) {
   if (entries >= NETLATD_STASH_ENTRIES_MIN && entries <= NETLATD_STASH_ENTRIES_MAX && !(entries & (entries - 1)))
     return "";
   return fmt::format("must be a power of two from {} to {} (entries of {} bytes)", NETLATD_STASH_ENTRIES_MIN,
-                     NETLATD_STASH_ENTRIES_MAX, sizeof(netlatd_stash_entry));
+                     NETLATD_STASH_ENTRIES_MAX, kStashEntryBytes);
 }
 
 std::string stash_description(uint32_t entries, UdpJoin join) {
-  const uint64_t kib = uint64_t{entries} * sizeof(netlatd_stash_entry) / 1024;
+  const uint64_t kib = uint64_t{entries} * kStashEntryBytes / 1024;
   const std::string size = kib >= 1024 ? fmt::format("{} MiB", kib / 1024) : fmt::format("{} KiB", kib);
   // Where reads are named, an entry waits for its read: with a quarter of
   // the entries queued unread, full sets lose about 4 datagrams in 1,000

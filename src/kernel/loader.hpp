@@ -26,7 +26,7 @@ struct LoadedObject {
   std::vector<std::pair<std::string, bpf_program *>> programs;  // hook label, program: the plan's choice
   Tracer::VerifierWalk walk;
   AggregateLayout aggregate;
-  std::span<netlatd_stash_entry> stash;  // mapped: the daemon expires stale entries in place
+  std::span<netlatd_stash_set> stash;  // mapped: the daemon expires stale entries in place
 };
 
 // Opens the object, sets its rodata and loads the chosen programs. Throws

@@ -23,7 +23,7 @@
 namespace netlatd {
 
 static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
-static_assert(sizeof(netlatd_stash_entry) == 64, "a stash entry is one cache line");
+static_assert(kStashEntryBytes == 64, "a stash set: 64 bytes a way (abi.h)");
 static_assert(sizeof(netlatd_watch_key) == 12 && sizeof(netlatd_watch) == 8, "watch layout (abi.h)");
 static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "tcp_segs layout (abi.h)");
 
@@ -91,7 +91,7 @@ void Tracer::set_aggregate_outliers(std::optional<uint64_t> over_ns) { impl_->ag
 
 uint64_t Tracer::aggregate_bytes() const { return impl_->aggregate.bytes(); }
 
-size_t Tracer::stash_entries() const { return impl_->object.stash.size(); }
+size_t Tracer::stash_entries() const { return impl_->object.stash.size() * NETLATD_STASH_WAYS; }
 
 bool Tracer::drain_aggregate(std::vector<KernelSeries> &out, int wait_ms) { return impl_->aggregate.drain(out, wait_ms); }
 

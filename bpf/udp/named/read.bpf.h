@@ -29,14 +29,15 @@ static __always_inline int on_udp_consume(struct sock *sk, struct sk_buff *skb, 
 	forget_consumed(rs);
 	rs->consumed_sk = (__u64)sk;
 	__u64 key = (__u64)skb;
-	struct netlatd_stash_entry *e = stash_find(key);
-	if (!e)
+	int way = stash_way(key);
+	if (way < 0)
 		return 0; /* not tracked: an untracked read at the return */
 	/* Read, then claimed: an entry taken for another packet meanwhile (its
 	 * set's older one evicted) fails the claim. */
-	__builtin_memcpy(&rs->named_rx, &e->rx, sizeof(rs->named_rx));
-	__u64 queued = e->queued_ns;
-	if (!stash_claim(e, key))
+	struct netlatd_stash_set *set = stash_set_of(key);
+	__builtin_memcpy(&rs->named_rx, &set->rx[STASH_WAY(way)], sizeof(rs->named_rx));
+	__u64 queued = set->queued_ns[STASH_WAY(way)];
+	if (!stash_claim(key, way))
 		return 0;
 	rs->named_queue_after = queued ? before(queued, rs->named_rx.receive_ns) : 0;
 	rs->named = 1;

@@ -73,7 +73,7 @@ static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_
 	if (!head)
 		return hp;
 	hp.kind = HEAD_UNPUSHED;
-	if (stash_find(head))
+	if (stash_has(head))
 		return hp;
 	int at = find_slot(st, slots, mask, head);
 	if (at >= 0) {

@@ -10,12 +10,12 @@
 static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
 					 __u64 now, struct push_counts *pushes)
 {
-	struct netlatd_stash_entry *e = stash_find(skb_key);
-	if (!e)
+	int way = stash_way(skb_key);
+	if (way < 0)
 		return false;
 	struct netlatd_rx rx;
-	__builtin_memcpy(&rx, &e->rx, sizeof(rx));
-	if (!stash_claim(e, skb_key))
+	__builtin_memcpy(&rx, &stash_set_of(skb_key)->rx[STASH_WAY(way)], sizeof(rx));
+	if (!stash_claim(skb_key, way))
 		return false;
 	push_stamps(st, big, skb_key, &rx, now, pushes);
 	return true;
@@ -102,7 +102,7 @@ static long mirror_step(__u32 i, struct mirror_walk *w)
 	n = n > UDP_SCAN ? UDP_SCAN : n;
 	int slot = w->big ? recent_big_slot(&w->big->slots, tail - n, n, at)
 			  : recent_small_slot(&w->st->small, tail - n, n, at);
-	if (!stash_find(at) && slot >= 0) {
+	if (!stash_has(at) && slot >= 0) {
 		w->flags = opaque_on(cs, MIRROR_DONE, SCRATCH_QUEUE);
 		return 1;
 	}
@@ -123,7 +123,7 @@ static __always_inline bool mirror_alone(struct mirror_walk *w)
 {
 	struct cpu_state *cs = w->cs;
 	__u64 at = w->at;
-	if (!at || at == w->readq_at || at == w->rq_at || !stash_find(at))
+	if (!at || at == w->readq_at || at == w->rq_at || !stash_has(at))
 		return false;
 	struct sk_buff *skb = bpf_core_cast((void *)at, struct sk_buff);
 	if (ptr_value_on(cs, skb->prev, SCRATCH_QUEUE) != w->rq_at ||
@@ -161,9 +161,9 @@ static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock
 	struct sk_buff *newest = rq->prev;
 	if (newest && (void *)newest != (void *)rq) {
 		__u64 key = ptr_value_on(cs, newest, SCRATCH_QUEUE);
-		struct netlatd_stash_entry *e = stash_find(key);
-		if (e)
-			stash_claim(e, key);
+		int way = stash_way(key);
+		if (way >= 0)
+			stash_claim(key, way);
 	}
 	return true;
 }
@@ -208,7 +208,7 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 			st->missing++;
 		} else if (!skb || dequeued || !skb->next) {
 			push_placeholder(st, big, 0, 0, 0, pushes);
-		} else if (stash_find(w.oldest_key)) {
+		} else if (stash_has(w.oldest_key)) {
 			/* Before any slot of its address: one LIVE there is an
 			 * older datagram's (the stash entry goes with the push). */
 			made = push_tracked(st, big, w.oldest_key, now, pushes);
@@ -279,7 +279,7 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 	__u64 key = (__u64)skb;
 	if (targ_udp_join == UDP_JOIN_CONSUME)
 		return stamp_queued(sk, key);
-	if (!stash_find(key))
+	if (!stash_has(key))
 		return 0;
 	__u64 now = bpf_ktime_get_ns();
 	struct udp_sock_state *st = udp_state_create(sk);

@@ -44,6 +44,9 @@ struct TracerConfig {
 // when a 32-bit draw is below it. 0 for N <= 1: every packet, no draw.
 uint32_t sample_below(uint32_t n);
 
+// What one entry of the UDP stash takes: its share of its set (abi.h).
+inline constexpr size_t kStashEntryBytes = sizeof(netlatd_stash_set) / NETLATD_STASH_WAYS;
+
 // Whether `entries` can size the UDP stash (--stash-entries): "" if so, else
 // what it must be ("must be a power of two from ...").
 std::string stash_entries_error(uint64_t entries);

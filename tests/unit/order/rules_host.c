@@ -17,7 +17,7 @@ struct cpu_state {
 
 bool (*order_stash_has)(__u64 skb);
 
-static __always_inline const void *stash_find(__u64 skb) { return order_stash_has(skb) ? &order_stash_has : NULL; }
+static __always_inline bool stash_has(__u64 skb) { return order_stash_has(skb); }
 
 #include "lib/arith.h"
 #include "lib/verifier.bpf.h"
