@@ -5,7 +5,6 @@
 // a quarter of the table loses some to full sets (counted), one a large table
 // holds is traced whole.
 #include <algorithm>
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,24 +71,6 @@ namespace {
 
 constexpr int kDeep = 20000;
 
-// netlatd as run_readers starts it (a record of every packet), but with one
-// interval for the whole run. Written when the tests' notify socket was read
-// only for READY=1 and a STATUS= each interval blocked the daemon after ~11 s;
-// since 991b81f it is read throughout, and start_netlatd would do: left as
-// is until the change is run in the guests, where alone this test runs.
-std::unique_ptr<Daemon> start_one_interval_netlatd(const VethNamespaces &net, const std::vector<std::string> &flags) {
-  std::vector<std::string> argv{"ip", "netns", "exec", net.rx_ns, NETLATD_BINARY, "--iface", net.rx_if, "--interval",
-                                "600"};
-  argv.insert(argv.end(), flags.begin(), flags.end());
-  const std::vector<std::string> every = every_record_flags();
-  argv.insert(argv.end(), every.begin(), every.end());
-  auto d = std::make_unique<Daemon>(argv);
-  const bool ready = d->wait_ready(15000);
-  INFO(d->proc().err());
-  REQUIRE(ready);
-  return d;
-}
-
 // kDeep datagrams, each from its own source port (equal lengths: distinct
 // ones would pass the MTU), all queued on one socket before its reader wakes
 // (it sleeps 8 s after the first; it gives up after 10 s without a read,
@@ -98,7 +79,10 @@ std::unique_ptr<Daemon> start_one_interval_netlatd(const VethNamespaces &net, co
 // record checked against the reads, as run_readers does.
 ReaderRun deep_queue(const VethNamespaces &net, uint16_t port, const std::string &entries) {
   const std::string p = std::to_string(port);
-  auto nl = start_one_interval_netlatd(net, {"--port", p, "--stash-entries", entries, "--ringbuf-mb", "8"});
+  std::vector<std::string> flags{"--port", p, "--stash-entries", entries, "--ringbuf-mb", "8"};
+  for (const std::string &f : every_record_flags())
+    flags.push_back(f);
+  auto nl = start_netlatd(net, flags);
   ReaderApp reader(net.rx_ns, "udp",
                    {"--bind", net.rx_addr, "--threads", "1", "--call", "recvfrom", "--delay-ms", "8000",
                     "--idle-ms", "10000", "--rcvbuf", std::to_string(64 << 20), "--expect",

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -14,21 +15,33 @@
 
 namespace nltest {
 
-NotifySocket::NotifySocket() {
+NotifySocket::NotifySocket(Reading reading, Address address) {
   char tmpl[] = "/tmp/netlatd-notify-XXXXXX";
   if (!::mkdtemp(tmpl))
     throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
-  path_ = dir_ + "/notify.sock";
+  // An abstract name is unique as the directory's path is.
+  path_ = (address == Address::abstract ? "@" : "") + dir_ + "/notify.sock";
   fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (fd_ < 0 || path_.size() >= sizeof(addr.sun_path))
     throw std::runtime_error("cannot create a notify socket");
   std::memcpy(addr.sun_path, path_.c_str(), path_.size() + 1);
-  if (::bind(fd_, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) != 0)
+  socklen_t len = sizeof(addr);
+  if (address == Address::abstract) {
+    addr.sun_path[0] = '\0';
+    len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path_.size());
+  }
+  if (::bind(fd_, reinterpret_cast<sockaddr *>(&addr), len) != 0)
     throw std::runtime_error("cannot bind the notify socket " + path_);
-  reader_ = std::thread([this] { read_all(); });
+  if (reading == Reading::now)
+    start_reading();
+}
+
+void NotifySocket::start_reading() {
+  if (!reader_.joinable())
+    reader_ = std::thread([this] { read_all(); });
 }
 
 NotifySocket::~NotifySocket() {

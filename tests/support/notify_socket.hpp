@@ -1,11 +1,12 @@
 #pragma once
 // A stand-in for systemd's NOTIFY_SOCKET: an AF_UNIX datagram socket in a
-// private directory. What netlatd sends to it is exactly what systemd would
-// read, so "READY=1" here is the readiness a service manager sees. Like
-// systemd, it reads every datagram as it comes (a thread of its own): a
-// socket nobody reads holds net.unix.max_dgram_qlen (10) of them, and then
-// the daemon's next sd_notify() blocks, STATUS= once an interval, so a test
-// daemon would hang on its own status after some 11 s.
+// private directory (or an abstract one, "@..."). What netlatd sends to it is
+// exactly what systemd would read, so "READY=1" here is the readiness a
+// service manager sees. Like systemd, it reads every datagram as it comes (a
+// thread of its own). A socket nobody reads holds net.unix.max_dgram_qlen
+// + 1 (11) of them; then sd_notify() blocks, and netlatd, which does not use it,
+// drops its STATUS= lines: Reading::later stands in for such a stalled
+// manager until start_reading().
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -18,14 +19,21 @@ namespace nltest {
 
 class NotifySocket {
 public:
-  NotifySocket();  // throws std::runtime_error when the socket cannot be made
+  enum class Reading { now, later };
+  enum class Address { path, abstract };
+  // Throws std::runtime_error when the socket cannot be made.
+  explicit NotifySocket(Reading reading = Reading::now, Address address = Address::path);
   ~NotifySocket();
   NotifySocket(const NotifySocket &) = delete;
   NotifySocket &operator=(const NotifySocket &) = delete;
 
+  // What NOTIFY_SOCKET says: a path, or "@name" for an abstract socket.
   const std::string &path() const { return path_; }
   // "NOTIFY_SOCKET=<path>", for a child's environment.
   std::string env() const { return "NOTIFY_SOCKET=" + path_; }
+
+  // Reads from now on (Reading::later); the datagrams queued meanwhile first.
+  void start_reading();
 
   // The next datagram, or "" after timeout_ms.
   std::string receive(int timeout_ms = 2000);

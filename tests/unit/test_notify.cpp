@@ -1,7 +1,9 @@
 // Notifier against a real AF_UNIX datagram socket standing in for systemd's
 // NOTIFY_SOCKET: what the daemon sends is exactly what systemd would read.
 #include <catch2/catch_test_macros.hpp>
+#include <catch2/generators/catch_generators.hpp>
 
+#include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -10,6 +12,7 @@
 #include <future>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "netlatd/service/notify.hpp"
 #include "notify_socket.hpp"
@@ -99,16 +102,16 @@ TEST_CASE("Notifier sends READY, STATUS, RELOADING, STOPPING datagrams", "[notif
 }
 
 // The stand-in reads as systemd does, whether or not the test looks: a
-// status a second for longer than the socket's queue (10 datagrams) must not
-// block the daemon, or a test daemon hangs at SIGTERM after some 11 s.
+// sender that blocks on a full socket (it holds net.unix.max_dgram_qlen + 1,
+// 11, datagrams), as
+// sd_notify() does and netlatd did before it stopped using it, is never held
+// by it.
 TEST_CASE("NotifySocket reads every datagram as it comes, as systemd does", "[notify]") {
   NotifySocket systemd;
   EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
-  netlatd::Notifier n;
-  REQUIRE(n.enabled());
-  auto sent = std::async(std::launch::async, [&n] {
+  auto sent = std::async(std::launch::async, [] {
     for (int i = 0; i < 40; i++)
-      if (!n.status("interval " + std::to_string(i)))
+      if (sd_notify(0, ("STATUS=interval " + std::to_string(i)).c_str()) <= 0)
         return false;
     return true;
   });
@@ -116,6 +119,96 @@ TEST_CASE("NotifySocket reads every datagram as it comes, as systemd does", "[no
   CHECK(sent.get());
   for (int i = 0; i < 40; i++)
     CHECK(systemd.receive() == "STATUS=interval " + std::to_string(i));
+}
+
+namespace {
+
+// What `send` returns, run on a thread of its own against a manager that
+// does not read: the calls must return within a bound far above what a
+// send that does not block takes, so the verdict does not hang on the load
+// of the host. Reading begins when the bound passes, which ends a send that
+// blocked, so that such a test fails rather than hangs.
+template <typename Send>
+auto returns_without_reader(NotifySocket &systemd, Send send) {
+  auto sent = std::async(std::launch::async, send);
+  const bool returned = sent.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!returned)
+    systemd.start_reading();
+  REQUIRE(returned);
+  return sent.get();
+}
+
+}  // namespace
+
+// systemd stalled: the socket fills, and netlatd, which sends a STATUS= an
+// interval, must go on, SIGTERM included. Each STATUS= the socket has no room
+// for is dropped and counted; READY=1 waits for room, and gets through once
+// the manager reads again.
+TEST_CASE("Notifier drops STATUS= on a notify socket nobody reads, never blocking", "[notify]") {
+  NotifySocket systemd(NotifySocket::Reading::later);
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  netlatd::Notifier n(std::chrono::seconds(10));
+  REQUIRE(n.enabled());
+  const int delivered = returns_without_reader(systemd, [&n] {
+    int ok = 0;
+    for (int i = 0; i < 40; i++)
+      ok += n.status("interval " + std::to_string(i)) ? 1 : 0;
+    return ok;
+  });
+  CHECK(delivered > 0);
+  CHECK(n.dropped() > 0);
+  CHECK(delivered + n.dropped() == 40u);
+
+  // READY=1 finds the socket full, and is sent once the reader drains it.
+  auto ready = std::async(std::launch::async, [&n] { return n.ready(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  systemd.start_reading();
+  REQUIRE(ready.wait_for(std::chrono::seconds(20)) == std::future_status::ready);
+  CHECK(ready.get());
+  // The first STATUS= lines, those the socket had room for, then READY=1.
+  for (int i = 0; i < delivered; i++)
+    CHECK(systemd.receive() == "STATUS=interval " + std::to_string(i));
+  CHECK(systemd.receive() == "READY=1");
+  CHECK(systemd.receive(200).empty());
+}
+
+TEST_CASE("Notifier waits for room for READY=1 and STOPPING=1 only so long", "[notify]") {
+  NotifySocket systemd(NotifySocket::Reading::later);
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  netlatd::Notifier n(std::chrono::milliseconds(100));
+  const int delivered = returns_without_reader(systemd, [&n] {
+    int ok = 0;
+    while (n.dropped() == 0 && ok < 1000)
+      ok += n.status("filling") ? 1 : 0;
+    return ok;
+  });
+  REQUIRE(n.dropped() == 1u);
+  CHECK_FALSE(returns_without_reader(systemd, [&n] { return n.ready(); }));
+  CHECK_FALSE(returns_without_reader(systemd, [&n] { return n.stopping(); }));
+  CHECK(n.dropped() == 3u);
+  systemd.start_reading();
+  for (int i = 0; i < delivered; i++)
+    CHECK(systemd.receive() == "STATUS=filling");
+  CHECK(systemd.receive(200).empty());
+}
+
+TEST_CASE("Notifier sends to an abstract NOTIFY_SOCKET, @name", "[notify]") {
+  NotifySocket systemd(NotifySocket::Reading::now, NotifySocket::Address::abstract);
+  REQUIRE(systemd.path().front() == '@');
+  EnvGuard socket("NOTIFY_SOCKET", systemd.path().c_str());
+  netlatd::Notifier n;
+  CHECK(n.ready());
+  CHECK(systemd.receive() == "READY=1");
+}
+
+TEST_CASE("Notifier sends nothing to a NOTIFY_SOCKET that is no unix socket address", "[notify]") {
+  const char *address = GENERATE("vsock:2:9999", "relative/notify.sock");
+  EnvGuard socket("NOTIFY_SOCKET", address);
+  netlatd::Notifier n;
+  CHECK(n.enabled());
+  CHECK_FALSE(n.ready());
+  CHECK_FALSE(n.status("x"));
+  CHECK(n.dropped() == 0u);
 }
 
 TEST_CASE("Notifier feeds the watchdog only when it is meant for this process", "[notify]") {

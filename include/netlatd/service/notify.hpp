@@ -3,7 +3,18 @@
 // systemd/netlatd.service (Type=notify, WatchdogSec=). Every call is a no-op
 // returning false when NOTIFY_SOCKET is unset, so the daemon calls them
 // unconditionally whether or not systemd started it.
+//
+// No call blocks the daemon: sd_notify() itself does once the socket holds
+// net.unix.max_dgram_qlen + 1 (11) unread datagrams, and a STATUS= an interval
+// would then hang the loop, SIGTERM included, for as long as the manager
+// does not read. A STATUS= or WATCHDOG=1 that finds the socket full is
+// dropped (counted, logged at most once a minute); READY=1, RELOADING=1 and
+// STOPPING=1 wait for room at most `wait_for_room`, then are dropped too.
+#include <sys/socket.h>
+#include <sys/un.h>
+
 #include <chrono>
+#include <cstdint>
 #include <string_view>
 
 namespace netlatd {
@@ -12,7 +23,9 @@ class Notifier {
 public:
   // Reads NOTIFY_SOCKET, WATCHDOG_USEC and WATCHDOG_PID once. The environment
   // is left as is: children of the daemon do not exist, and tests need it.
-  Notifier();
+  // NOTIFY_SOCKET is a path or an abstract name ("@..."); anything else
+  // (vsock:) is logged and nothing is sent.
+  explicit Notifier(std::chrono::milliseconds wait_for_room = std::chrono::seconds(1));
 
   bool enabled() const noexcept { return enabled_; }
 
@@ -34,12 +47,22 @@ public:
 
   // WATCHDOG_USEC when the watchdog is enabled for this process, else 0.
   std::chrono::microseconds watchdog_interval() const noexcept { return watchdog_; }
+  // Messages not sent because the socket was full, since construction.
+  uint64_t dropped() const noexcept { return dropped_; }
 
 private:
-  bool send(std::string_view message) const;
+  // Sends `message`, waiting up to `wait` for room when the socket is full.
+  bool send(std::string_view message, std::chrono::milliseconds wait) const;
+  void count_drop(std::string_view message) const;
 
   bool enabled_ = false;
   std::chrono::microseconds watchdog_{0};
+  std::chrono::milliseconds wait_for_room_;
+  sockaddr_un addr_{};
+  socklen_t addr_len_ = 0;  // 0: NOTIFY_SOCKET unset or not a unix socket
+  // The loop's thread alone sends: plain counters.
+  mutable uint64_t dropped_ = 0;
+  mutable uint64_t last_drop_log_ns_ = 0;
 };
 
 }  // namespace netlatd
