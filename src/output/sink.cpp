@@ -237,6 +237,20 @@ bool LineSink::flush(int timeout_ms) {
                            [&] { return (queue_.empty() && !writing_) || broken_; });
 }
 
+bool LineSink::flush_while_taken(int idle_ms) {
+  std::unique_lock lock(mu_);
+  for (;;) {
+    const uint64_t before = written_;
+    if (drained_.wait_for(lock, std::chrono::milliseconds(idle_ms),
+                          [&] { return (queue_.empty() && !writing_) || broken_ || written_ != before; })) {
+      if ((queue_.empty() && !writing_) || broken_)
+        return true;
+      continue;  // a line was taken: wait on
+    }
+    return false;
+  }
+}
+
 uint64_t LineSink::dropped() const {
   std::lock_guard lock(mu_);
   return dropped_;
@@ -317,6 +331,7 @@ void LineSink::run() {
     const bool ok = write_all(line, err);
     lock.lock();
     writing_ = false;
+    written_ += ok;
     if (!ok && err) {
       if (!broken_)
         spdlog::error("output {} failed: {}; dropping report lines, counted as output_dropped{}", shown(path_),
@@ -326,8 +341,7 @@ void LineSink::run() {
       queue_.clear();
       queued_bytes_ = 0;
     }
-    if (queue_.empty())
-      drained_.notify_all();
+    drained_.notify_all();  // flush() waits for the queue's end, flush_while_taken() for each line
   }
 }
 

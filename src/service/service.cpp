@@ -324,8 +324,11 @@ int Service::finish() {
                losses_.summary());
   const int status = opts_.aggregate_check ? check_.log_verdict(tracer_->drop_totals()[NETLATD_DROP_RINGBUF_FULL]) : 0;
   tracer_.reset();
-  if (!sink_->flush(500))
-    spdlog::warn("output {} did not take the last lines within 500 ms; {} lines dropped in all",
+  // The last lines (the final interval line among them) wait for a
+  // consumer that still reads, however slowly; one that takes nothing for
+  // 500 ms does not hold the exit longer.
+  if (!sink_->flush_while_taken(500))
+    spdlog::warn("output {} took no line for 500 ms; the last lines are dropped, {} in all",
                  opts_.output == "-" ? "(standard output)" : opts_.output, sink_dropped());
   sink_.reset();
   stop_metrics.join();

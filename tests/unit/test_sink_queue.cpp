@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -109,5 +111,58 @@ TEST_CASE("a stalled consumer: kept lines alone in a full queue are refused and 
     CHECK(dropped > 0);
     sink.write_kept(line);
     CHECK(sink.dropped() == dropped + 1);
+  }
+}
+
+// The exit's flush: the last lines, the final interval line among them, wait
+// for a consumer that still reads, however slowly, for as long as it takes
+// them; only one that takes nothing for the idle bound is given up on.
+TEST_CASE("the exit's flush waits for a slow consumer while it reads, and gives up on a stalled one", "[sink]") {
+  constexpr int kIdleMs = 2000;
+  SECTION("slow: 512 KiB queued, read 4 KiB every 20 ms, so longer than the idle bound in all") {
+    StalledPipe p(O_NONBLOCK);
+    std::string got;
+    std::atomic<bool> done{false};
+    bool flushed = false;
+    std::chrono::milliseconds took{0};
+    {
+      LineSink sink(p.path(), "", 256, 8u << 20);
+      const std::string line(4095, 'l');  // 4 KiB with its '\n'
+      for (int i = 0; i < 128; i++)
+        sink.write(line);
+      sink.write_kept("FINAL");
+      std::thread reader([&] {
+        char buf[4096];
+        while (!done) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          const ssize_t n = read(p.fd[0], buf, sizeof buf);
+          if (n > 0)
+            got.append(buf, static_cast<size_t>(n));
+        }
+      });
+      const auto t0 = std::chrono::steady_clock::now();
+      flushed = sink.flush_while_taken(kIdleMs);
+      took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      done = true;
+      reader.join();
+    }
+    char buf[65536];
+    for (ssize_t n; (n = read(p.fd[0], buf, sizeof buf)) > 0 && got.find("FINAL\n") == std::string::npos;)
+      got.append(buf, static_cast<size_t>(n));
+    CHECK(flushed);
+    // At most 4 KiB a 20 ms, of 448 KiB past the pipe's 64: more than the
+    // idle bound in all, so the flush went on because lines were taken.
+    CHECK(took.count() > kIdleMs);
+    CHECK(std::count(got.begin(), got.end(), '\n') == 129);  // none dropped
+    REQUIRE(got.size() >= 6);
+    CHECK(got.compare(got.size() - 6, 6, "FINAL\n") == 0);
+  }
+  SECTION("stalled: nobody reads, it gives up") {
+    StalledPipe p;
+    LineSink sink(p.path(), "", 256, 8u << 20);
+    const std::string line(4095, 's');
+    for (int i = 0; i < 32; i++)
+      sink.write(line);
+    CHECK_FALSE(sink.flush_while_taken(200));
   }
 }

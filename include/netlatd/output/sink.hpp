@@ -47,6 +47,12 @@ public:
   void reopen();
   // Waits up to timeout_ms for queued lines to be written.
   bool flush(int timeout_ms);
+  // Waits for queued lines to be written while the consumer takes them:
+  // false once it has taken no line for idle_ms. For the exit, where the
+  // last lines (the final interval line among them) must reach a consumer
+  // that is still reading, however slowly, and a stalled one must not hold
+  // the exit for longer than idle_ms.
+  bool flush_while_taken(int idle_ms);
 
   const std::string &path() const noexcept { return path_; }
   uint64_t dropped() const;        // lines dropped because the queue was full or the output broken
@@ -77,6 +83,7 @@ private:
   bool stop_ = false, reopen_ = false, broken_ = false, writing_ = false, dropping_ = false;
   std::atomic<bool> abandon_{false};
   uint64_t dropped_ = 0;
+  uint64_t written_ = 0;  // lines written whole: what flush_while_taken watches
   int fd_ = -1;
   int stdout_flags_ = -1;  // stdout's file status flags before we made it non-blocking; -1 = untouched
   std::thread thread_;
