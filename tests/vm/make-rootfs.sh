@@ -41,9 +41,21 @@ command -v debootstrap >/dev/null || { log "debootstrap not installed (scripts/i
 command -v cpio >/dev/null || { log "cpio not installed (scripts/install-deps.sh --vm)"; exit 77; }
 [ "$(id -u)" = 0 ] || { log "debootstrap needs root"; exit 77; }
 
+# debootstrap mounts /proc (and more) inside the root it builds; a run killed
+# midway leaves them mounted. Unmount, deepest first, before removing, and
+# never follow a removal into a mount that is still there.
+remove_build() {
+  awk -v d="$1/" 'index($2, d) == 1 { print $2 }' /proc/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  rm -rf --one-file-system "$1"
+}
 mkdir -p "$cache"
+# A build dir an hour old is a killed run's (a build takes minutes).
+find "$cache" -maxdepth 1 -name '.rootfs.*' -type d -mmin +60 |
+  while read -r stale; do remove_build "$stale"; done
 tmp=$(mktemp -d "$cache/.rootfs.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+trap 'remove_build "$tmp"' EXIT
+trap 'exit 1' INT TERM HUP
 log "debootstrap $suite ($packages) from $mirror; once, about 2-4 minutes"
 if ! debootstrap --variant=minbase --include="$packages" "$suite" "$tmp/root" "$mirror" >"$tmp/debootstrap.log" 2>&1; then
   tail -n 20 "$tmp/debootstrap.log" >&2
