@@ -34,16 +34,22 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 
 /* A read that found its socket without state: no data-ready call of ours
  * had run for it when it looked, so it took a datagram no slot stood for
- * then (read.bpf.h udp_first_read). `quiet`: no producer mid-batch since.
- * Then its datagram was queued before netlatd attached, nothing will ever
- * stand for it, and the read owes nothing. With a producer mid-batch, its
- * data-ready call may still be to come and give it a slot (gone, marked),
- * which this read owes; or it was queued before attach after all, and
- * `owed` is one too many: the socket is unsure until no slot is left that
- * a read could hold (retire.h resync_slots). Lock held. */
+ * then (read.bpf.h udp_first_read). `quiet`: no producer mid-batch since,
+ * so every data-ready call of what was queued has run. If its datagram was
+ * queued after netlatd attached, that call ran after the read took it, and
+ * left a gone placeholder for it (that call's, or a later one's of the same
+ * batch): the read owes it. Counted untracked, the read left it LIVE and
+ * owed by no one, a candidate of every later read: none was named again,
+ * and neither retirement could run (the unit tier's checker, a fresh
+ * socket's first read). Only with no gone placeholder LIVE was it queued
+ * before attach, with nothing ever to stand for it: the read owes nothing.
+ * With a producer mid-batch, its data-ready call may still be to come.
+ * Either debt may be one too many (the placeholder another read's, or the
+ * datagram queued before attach after all): the socket is unsure until no
+ * slot is left that a read could hold (retire.h resync_slots). Lock held. */
 static __always_inline int udp_first_decide(struct udp_sock_state *st, bool quiet)
 {
-	if (quiet)
+	if (quiet && !st->gone)
 		return READ_UNTRACKED;
 	st->owed++;
 	st->owed_unsure = 1;
