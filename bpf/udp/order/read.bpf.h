@@ -58,10 +58,12 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	/* The slots' tail, then the head: a datagram queued after the head was
-	 * read and given its slot before the lock then shows as a moved tail
-	 * (decide.h look_fresh). A volatile load and a compiler barrier keep
-	 * the two in that order (x86-64 does not reorder loads). */
+	 * read and given its slot before the lock then shows as a moved tail,
+	 * or one that got none as a moved missing count (decide.h look_fresh).
+	 * Volatile loads and a compiler barrier keep them in that order
+	 * (x86-64 does not reorder loads). */
 	in.tail = *(volatile __u32 *)&st->tail;
+	in.missing = *(volatile __u32 *)&st->missing;
 	asm volatile("" ::: "memory");
 	in.head = queue_head(cs, sk, typed);
 	/* Where the kernel says when a producer is mid-batch, it alone decides:

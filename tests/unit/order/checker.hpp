@@ -186,6 +186,7 @@ struct Checker {
     Reader &nr = n.readers[r];
     nr.in = udp_read_in{};
     nr.in.tail = n.st.tail;
+    nr.in.missing = n.st.missing;
     nr.data_ready_seen = n.data_ready;
     nr.in.head = n.queue.empty() ? 0 : skb(address_of(n.queue.front()));
     // What on_udp_read passes in (read.bpf.h): the length returned, the
