@@ -83,18 +83,23 @@ static __always_inline struct head_pos resolve_head(__u64 head, struct udp_sock_
 	return hp;
 }
 
-/* Whether the read's look (taken before the lock: the tail, then the
- * head, then whether a producer is mid-batch) still holds under the lock: no
- * slot was made since. A datagram queued and pushed in between is not in the
- * look: with the queues seen empty, a resync would empty the window while
- * that datagram, still queued, has a slot in it, and a later read could be
- * named for it (the hole the unit tier's checker found, docs/JOIN.md
- * "Resync"). Only the queues-empty branches need it (resync_slots, a drained
- * retirement); the candidates end where the look did (read_frontier). Lock
- * held. */
+/* Whether the read's look (taken before the lock: the tail and the missing
+ * count, then the head, then whether a producer is mid-batch) still holds
+ * under the lock: no data-ready call ran since, neither one that made a slot
+ * nor one that found none left. A datagram queued and pushed in between is
+ * not in the look: with the queues seen empty, a resync would empty the
+ * window while that datagram, still queued, has a slot in it, and a later
+ * read could be named for it (the hole the unit tier's checker found,
+ * docs/JOIN.md "Resync"). One queued in between that got no slot (counted
+ * missing) is no more in it: a resync then forgot it was missing, and its
+ * read, owing a datagram no slot would ever stand for, left `owed` one too
+ * many with nothing unsure, so that no read of the socket was named again
+ * (the checker's liveness check, 9 datagrams into 8 inline slots). Only the
+ * queues-empty branches need it (resync_slots, a drained retirement); the
+ * candidates end where the look did (read_frontier). Lock held. */
 static __always_inline __u64 look_fresh(const struct udp_sock_state *st, const struct udp_read_in *in)
 {
-	return eq_bit(st->tail, in->tail);
+	return eq_bit(st->tail, in->tail) & eq_bit(st->missing, in->missing);
 }
 
 /* Where this read's candidates end (the head's slot; with none, the tail

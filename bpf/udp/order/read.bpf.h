@@ -16,28 +16,23 @@ static __always_inline void emit_out(struct cpu_state *cs, const struct read_vie
 }
 
 
-/* No state yet: this read took a datagram no data-ready call of ours
- * has seen. With the producer side quiet, it was queued before netlatd
- * attached and nothing will ever stand for it: the read owes nothing.
- * With a producer mid-batch, its data-ready call may still be to come
- * and give it a slot (gone, marked), which this read owes; or it was
- * queued before attach after all, and `owed` is one too many. One too
- * many would let a retirement or a resync run while a read of a
- * datagram with a slot is in flight, so the socket is marked unsure
- * until no slot is left that a read could hold (retire.h
- * resync_slots). */
+/* No state yet: this read took a datagram no data-ready call of ours had
+ * seen when it looked. What it owes is decided under the lock
+ * (locked.h udp_first_decide), where the unit tier's checker drives it too. */
 static __always_inline void udp_first_read(struct cpu_state *cs, struct sock *sk, bool typed)
 {
 	struct udp_sock_state *st = udp_state_create(sk);
-	if (st && !targ_push_before_queue && !producers_quiet(cs, sk, typed)) {
+	int r = READ_UNTRACKED;
+	if (st) {
+		bool quiet = targ_push_before_queue || producers_quiet(cs, sk, typed);
 		bpf_spin_lock(&st->lock);
-		st->owed++;
-		st->owed_unsure = 1;
+		r = udp_first_decide(st, quiet);
 		bpf_spin_unlock(&st->lock);
-		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
-	} else {
-		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 	}
+	if (r == READ_AMBIGUOUS)
+		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
+	else
+		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 }
 
 /* Where only queue order says which datagram a read took (docs/JOIN.md).
@@ -63,10 +58,12 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	in.bufsize = (__u32)opaque_on(cs, st->tail - st->head >= 2 ? read_bufsize(cs) : 0, SCRATCH_RECV);
 	struct udp_big_state *big = udp_big_of(sk, st, false);
 	/* The slots' tail, then the head: a datagram queued after the head was
-	 * read and given its slot before the lock then shows as a moved tail
-	 * (decide.h look_fresh). A volatile load and a compiler barrier keep
-	 * the two in that order (x86-64 does not reorder loads). */
+	 * read and given its slot before the lock then shows as a moved tail,
+	 * or one that got none as a moved missing count (decide.h look_fresh).
+	 * Volatile loads and a compiler barrier keep them in that order
+	 * (x86-64 does not reorder loads). */
 	in.tail = *(volatile __u32 *)&st->tail;
+	in.missing = *(volatile __u32 *)&st->missing;
 	asm volatile("" ::: "memory");
 	in.head = queue_head(cs, sk, typed);
 	/* Where the kernel says when a producer is mid-batch, it alone decides:

@@ -102,6 +102,13 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1) & (st->drops_unsure ^ 1);
 	}
 	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	/* A reset that emptied LIVE slots or lost datagrams may have taken a
+	 * datagram from a read still in flight: a thread that never read the
+	 * socket, so readers_many did not stop the reset (one whose unsure
+	 * debt came from a first read, read.bpf.h udp_first_read). From then
+	 * on other threads' reads are never named (decide.h read_frontier). A
+	 * reset with nothing live and nothing missing wrote nothing out. */
+	st->resynced |= st->incomplete | (__u32)ne_bit(st->live, 0);
 	st->head = st->tail;
 	st->big = 0;
 	st->live = 0;
@@ -110,8 +117,6 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	st->owed = 0;
 	st->owed_unseen = 0;
 	st->gone = 0;
-	/* A reset with nothing live and nothing missing wrote nothing out. */
-	st->resynced |= st->incomplete;
 	st->incomplete = 0;
 	st->owed_unsure = 0;
 	st->drops_unsure = 0;

@@ -79,6 +79,7 @@ struct udp_read_in {
 	__u64 head;      /* queue_head() */
 	__u32 tail;      /* the socket's slot tail, read before the head: slots made after
 			  * it (index >= tail) are not in the look (decide.h look_fresh) */
+	__u32 missing;   /* its datagrams that got no slot, read with the tail */
 	__u32 ret;       /* what the read returned */
 	__u32 bufsize;   /* 0 = unknown */
 	bool trunc;      /* MSG_TRUNC: ret is the datagram's whole length */

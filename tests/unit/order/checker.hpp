@@ -6,82 +6,32 @@
 // reachable state the invariant of docs/JOIN.md holds: a record names its
 // read's own datagram or no reader, each datagram is written at most once and
 // only once a read has taken it, and each read is counted once (named,
-// ambiguous or untracked). Included by test_order_rules.cpp and
-// test_order_reads.cpp (each its own copy, in an anonymous namespace).
+// ambiguous or untracked). And with one reader, liveness: once a read's look
+// found the socket drained and quiet, with no slot made since (what
+// retire.h's resync needs), the socket is left with nothing in doubt, and
+// the second burst's reads are named. Included by test_order_rules.cpp,
+// test_order_reads.cpp and test_order_first_read.cpp (each its own copy, in
+// an anonymous namespace).
 #pragma once
 
 #include <catch2/catch_test_macros.hpp>
 
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <unordered_set>
 #include <vector>
 
-#include "order/rules_host.h"
+#include "order/model.hpp"
 
 namespace {
-
-struct Datagram {
-  int producer = 0;   // the CPU that queues it
-  uint32_t len = 100;
-  bool tracked = true;  // false: netlatd has no stamps (another interface's, a fragment)
-  int reuses = -1;      // takes the skb address of this earlier datagram, once a read has taken it
-};
-
-struct Scenario {
-  const char *name;
-  std::vector<Datagram> dgrams;  // each producer queues its own in this order
-  int readers = 1;
-  int batch = 1;              // datagrams a producer may queue before their data-ready calls
-  bool big = false;           // the socket may take its 256 slots; else its 8 inline only
-  bool reads_wait_quiet = false;  // a read's look waits out a producer mid-batch (the kernel's
-                                  // wait, when no vCPU stalls past it), and nothing is queued
-                                  // between its look and its lock (microseconds apart)
-  bool every_read_named = false;  // then every read of a tracked datagram is named
-  uint32_t buf = 65536;       // the reads' buffer: a longer datagram is truncated to it
-  bool buf_unknown = false;   // its size unknown to the rules (recvmmsg, readv): bufsize 0
-  bool msg_trunc = false;     // MSG_TRUNC: a read returns its datagram's whole length
-};
-
-enum Phase : uint8_t { kIdle, kHolding, kLooked };
-
-struct Reader {
-  Phase phase = kIdle;
-  int8_t dgram = -1;
-  udp_read_in in{};
-};
-
-constexpr int kMaxDatagrams = 12;
-constexpr int kMaxReaders = 3;
-constexpr int kProducers = 2;
-
-struct State {
-  udp_sock_state st{};
-  std::vector<udp_slot> big;  // the socket's big slots, when the scenario allows them
-  std::vector<int8_t> queue;  // datagrams queued, oldest first
-  std::vector<int8_t> queued_order;
-  int8_t next[kProducers] = {};        // of each producer's datagrams, the next to queue
-  int8_t outstanding[kProducers] = {};  // queued, data-ready call still to come
-  int8_t slotted[kMaxDatagrams] = {};
-  int8_t gone[kMaxDatagrams] = {};  // a read took it before its slot was made
-  int8_t taken_by[kMaxDatagrams];  // the reader that dequeued it, -1
-  int8_t written[kMaxDatagrams] = {};
-  int8_t stash[kMaxDatagrams] = {};  // by address (the first datagram's index): who holds it, -1
-  Reader readers[kMaxReaders];
-  int reads = 0, named = 0, ambiguous = 0, untracked = 0;
-
-  State() {
-    std::memset(taken_by, -1, sizeof(taken_by));
-    std::memset(stash, -1, sizeof(stash));
-  }
-};
 
 struct Checker {
   const Scenario &sc;
   std::vector<std::vector<int>> mine;  // each producer's datagrams
   std::unordered_set<uint64_t> seen;
   uint64_t states = 0, ends = 0;
+  uint64_t settled_ends = 0;  // ends whose second burst began on a settled socket
+  uint64_t first_reads = 0;   // turns of reads that found no state
   std::string failure;
   std::vector<std::string> path;  // the steps to the state explored now
 
@@ -97,27 +47,20 @@ struct Checker {
   }
   static uint64_t skb(int addr) { return 0xffff888000001000ull + static_cast<uint64_t>(addr) * 0x100; }
 
-  static uint64_t hash_of(const State &s) {
-    uint64_t h = 1469598103934665603ull;
-    auto mix = [&h](const void *p, size_t n) {
-      for (size_t i = 0; i < n; ++i)
-        h = (h ^ static_cast<const uint8_t *>(p)[i]) * 1099511628211ull;
-    };
-    mix(&s.st, sizeof(s.st));
-    for (uint32_t i = s.st.head; i != s.st.tail && !s.big.empty(); ++i)
-      mix(&s.big[i & (UDP_BIG_SLOTS - 1)], sizeof(udp_slot));
-    mix(s.queue.data(), s.queue.size());
-    mix(s.queued_order.data(), s.queued_order.size());
-    mix(s.next, sizeof(s.next) + sizeof(s.outstanding) + sizeof(s.slotted) + sizeof(s.gone) +
-                    sizeof(s.taken_by) + sizeof(s.written) + sizeof(s.stash));
-    for (const Reader &r : s.readers)
-      mix(&r, sizeof(r));
-    int counts[4] = {s.reads, s.named, s.ambiguous, s.untracked};
-    mix(counts, sizeof(counts));
-    return h;
-  }
-
   bool quiet(const State &s) const { return s.outstanding[0] == 0 && s.outstanding[1] == 0; }
+
+  const Datagram &dgram(int d) const { return sc.dgrams[static_cast<size_t>(d)]; }
+
+  // Whether a read of datagram `d` waits out a producer mid-batch.
+  bool waits(int d) const { return sc.reads_wait_quiet || dgram(d).burst == 1; }
+
+  // The second burst comes once the first is read and its producers are done.
+  bool second_burst_may_start(const State &s) const {
+    int first = 0;
+    for (const Datagram &g : sc.dgrams)
+      first += g.burst == 0;
+    return s.reads >= first && quiet(s);
+  }
 
   void fail(const std::string &why) {
     if (!failure.empty())
@@ -157,7 +100,11 @@ struct Checker {
     // An address comes back only once the skb that had it was freed: taken by a read.
     if (g.reuses >= 0 && s.taken_by[g.reuses] < 0)
       return false;
+    if (g.burst == 1 && s.burst_settled < 0 && !second_burst_may_start(s))
+      return false;
     State n = s;
+    if (g.burst == 1 && n.burst_settled < 0)
+      n.burst_settled = n.settled;
     n.next[p]++;
     n.outstanding[p]++;
     n.queue.push_back(static_cast<int8_t>(d));
@@ -174,6 +121,8 @@ struct Checker {
       return false;
     State n = s;
     n.outstanding[p]--;
+    n.has_state = 1;  // udp_state_create, before the walk
+    n.data_ready++;
     int d = -1;
     for (int8_t q : n.queued_order)
       if (!n.slotted[q]) {
@@ -202,39 +151,107 @@ struct Checker {
   }
 
   bool try_reader(const State &s, int r) {
+    switch (s.readers[r].phase) {
+    case kIdle:
+      return try_take(s, r);
+    case kHolding:
+      return s.has_state ? try_look(s, r) : no_state(s, r);
+    case kLooked: {
+      State n = s;
+      return finish_read(n, r, "lock");
+    }
+    default:
+      return try_first_read(s, r);
+    }
+  }
+
+  bool try_take(const State &s, int r) {
+    if (s.queue.empty())
+      return false;
+    State n = s;
+    Reader &nr = n.readers[r];
+    nr.dgram = n.queue.front();
+    n.queue.erase(n.queue.begin());
+    n.taken_by[nr.dgram] = static_cast<int8_t>(r);
+    nr.phase = kHolding;
+    step(n, "R" + std::to_string(r) + "take" + std::to_string(nr.dgram));
+    return true;
+  }
+
+  bool try_look(const State &s, int r) {
+    const int d = s.readers[r].dgram;
+    if (waits(d) && !quiet(s))
+      return false;
+    State n = s;
+    Reader &nr = n.readers[r];
+    nr.in = udp_read_in{};
+    nr.in.tail = n.st.tail;
+    nr.in.missing = n.st.missing;
+    nr.data_ready_seen = n.data_ready;
+    nr.in.head = n.queue.empty() ? 0 : skb(address_of(n.queue.front()));
+    // What on_udp_read passes in (read.bpf.h): the length returned, the
+    // buffer's size where read_bufsize finds it, MSG_TRUNC.
+    const uint32_t len = dgram(d).len;
+    nr.in.ret = sc.msg_trunc || len <= sc.buf ? len : sc.buf;
+    // read_bufsize is asked only with two slots or more (read.bpf.h).
+    nr.in.bufsize = sc.buf_unknown || n.st.tail - n.st.head < 2 ? 0 : sc.buf;
+    nr.in.trunc = sc.msg_trunc;
+    nr.in.quiet = quiet(s);
+    nr.in.tid = static_cast<uint32_t>(r) + 1;
+    nr.phase = kLooked;
+    if (waits(d))
+      return finish_read(n, r, "look+lock");
+    step(n, "R" + std::to_string(r) + "look" + std::to_string(d) + (nr.in.quiet ? "" : "(busy)"));
+    return true;
+  }
+
+  // on_udp_read's lookup of the socket's state finds none: the read goes on
+  // in udp_first_read (read.bpf.h), whatever a producer is doing.
+  bool no_state(const State &s, int r) {
+    State n = s;
+    n.readers[r].phase = kNoState;
+    step(n, "R" + std::to_string(r) + "nostate" + std::to_string(n.readers[r].dgram));
+    return true;
+  }
+
+  // udp_first_read: the state created (or found: a data-ready call or
+  // another read made it since), producers_quiet asked (a wait, like a
+  // look's), then its turn under the lock.
+  bool try_first_read(const State &s, int r) {
     const Reader &rd = s.readers[r];
     State n = s;
     Reader &nr = n.readers[r];
-    if (rd.phase == kIdle) {
-      if (s.queue.empty())
-        return false;
-      nr.dgram = n.queue.front();
-      n.queue.erase(n.queue.begin());
-      n.taken_by[nr.dgram] = static_cast<int8_t>(r);
-      nr.phase = kHolding;
-    } else if (rd.phase == kHolding) {
-      if (sc.reads_wait_quiet && !quiet(s))
-        return false;
-      nr.in = udp_read_in{};
-      nr.in.tail = n.st.tail;
-      nr.in.head = n.queue.empty() ? 0 : skb(address_of(n.queue.front()));
-      // What on_udp_read passes in (read.bpf.h): the length returned, the
-      // buffer's size where read_bufsize finds it, MSG_TRUNC.
-      const uint32_t len = sc.dgrams[static_cast<size_t>(nr.dgram)].len;
-      nr.in.ret = sc.msg_trunc || len <= sc.buf ? len : sc.buf;
-      // read_bufsize is asked only with two slots or more (read.bpf.h).
-      nr.in.bufsize = sc.buf_unknown || n.st.tail - n.st.head < 2 ? 0 : sc.buf;
-      nr.in.trunc = sc.msg_trunc;
-      nr.in.quiet = quiet(s);
-      nr.in.tid = static_cast<uint32_t>(r) + 1;
-      nr.phase = kLooked;
-      if (sc.reads_wait_quiet)
-        return finish_read(n, r, "look+lock");
-    } else {
-      return finish_read(n, r, "lock");
+    const std::string who = "R" + std::to_string(r);
+    if (rd.phase == kNoState) {
+      n.has_state = 1;
+      nr.phase = kCreated;
+      step(n, who + "create" + std::to_string(rd.dgram));
+      return true;
     }
-    step(n, "R" + std::to_string(r) + (nr.phase == kHolding ? "take" : "look") + std::to_string(nr.dgram) +
-                (nr.phase == kLooked && !nr.in.quiet ? "(busy)" : ""));
+    if (rd.phase == kCreated) {
+      if (waits(rd.dgram) && !quiet(s))
+        return false;
+      nr.in.quiet = quiet(s);
+      nr.phase = kSampled;
+      if (waits(rd.dgram))
+        return finish_first_read(n, r);
+      step(n, who + (nr.in.quiet ? "quiet" : "busy") + std::to_string(rd.dgram));
+      return true;
+    }
+    return finish_first_read(n, r);
+  }
+
+  bool finish_first_read(State &n, int r) {
+    const int d = n.readers[r].dgram;
+    const std::string label = "R" + std::to_string(r) + "first" + std::to_string(d);
+    path.push_back(label);
+    const int result = order_first_read(&n.st, n.readers[r].in.quiet);
+    ++first_reads;
+    count_read(n, r, result, false);
+    n.settled = 0;  // a debt, or none, that no look of a drained socket settled
+    path.pop_back();
+    n.readers[r] = Reader{};
+    step(n, label);
     return true;
   }
 
@@ -265,10 +282,15 @@ struct Checker {
       return false;
     };
     const int d = n.readers[r].dgram;
+    const udp_read_in &in = n.readers[r].in;
+    // What resync_slots needs: the look found the queues empty and no
+    // producer mid-batch, and no data-ready call ran since (none made a slot
+    // or found none left); with one reader thread, no read in flight.
+    const bool settles =
+        sc.readers == 1 && in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
     order_out out{};
-    const int result = order_read(&n.st, big_of(n), &n.readers[r].in, &out);
-    const std::string where = std::string(sc.name) + ": reader " + std::to_string(r) + ", datagram " +
-                              std::to_string(d) + ", state " + std::to_string(states);
+    const int result = order_read(&n.st, big_of(n), &in, &out);
+    const std::string where = where_of(n, r);
     bool own_named = false;
     for (uint32_t i = 0; i < out.n; ++i) {
       const int id = static_cast<int>(out.out[i].rx.receive_ns) - 1;
@@ -282,9 +304,24 @@ struct Checker {
         return fail(where + ": datagram " + std::to_string(id) + " written twice");
       own_named |= !out.ambiguous[i];
     }
+    count_read(n, r, result, own_named);
+    n.settled = settles;
+    if (settles)
+      check_settled(n, where);
+  }
+
+  std::string where_of(const State &n, int r) const {
+    return std::string(sc.name) + ": reader " + std::to_string(r) + ", datagram " +
+           std::to_string(n.readers[r].dgram) + ", state " + std::to_string(states);
+  }
+
+  // Counts the read once, by its decision; and, in the second burst of a
+  // socket that settled before it, fails a tracked datagram's read not named.
+  void count_read(State &n, int r, int result, bool own_named) {
+    const int d = n.readers[r].dgram;
     // A datagram a read took before its slot was made has no stamps to
     // join (they expire, counted as unjoined_expired): its read is untracked.
-    const bool tracked = sc.dgrams[static_cast<size_t>(d)].tracked && !n.gone[d];
+    const bool tracked = dgram(d).tracked && !n.gone[d];
     n.reads++;
     if (result == READ_MATCH && tracked && own_named)
       n.named++;
@@ -293,8 +330,25 @@ struct Checker {
     else if (result == READ_UNTRACKED && (!tracked || !own_named))
       n.untracked++;
     else
-      fail(where + ": decision " + std::to_string(result) + " for a " + (tracked ? "tracked" : "untracked") +
-           " datagram, own record " + (own_named ? "written" : "not written"));
+      return fail(where_of(n, r) + ": decision " + std::to_string(result) + " for a " +
+                  (tracked ? "tracked" : "untracked") + " datagram, own record " +
+                  (own_named ? "written" : "not written"));
+    if (dgram(d).burst == 1 && n.burst_settled == 1 && tracked && result != READ_MATCH)
+      fail(where_of(n, r) + ": a read of the second burst not named (decision " + std::to_string(result) +
+           "), though the socket had settled before it");
+  }
+
+  // Liveness: a read whose look found the socket drained and quiet, with no
+  // data-ready call since, and no other reader: its turn leaves nothing in
+  // doubt. Every LIVE slot was then a datagram whose read returned, so
+  // nothing owed or live may remain for a later read to count as a candidate
+  // (with at most UDP_SCAN of them, all in sight: the scenarios are smaller).
+  void check_settled(const State &n, const std::string &where) {
+    const udp_sock_state &st = n.st;
+    if (st.owed_unsure || st.incomplete || st.owed || st.live)
+      fail(where + ": DOUBT KEPT after a read looked at a drained, quiet socket: owed_unsure " +
+           std::to_string(st.owed_unsure) + ", incomplete " + std::to_string(st.incomplete) + ", owed " +
+           std::to_string(st.owed) + ", live " + std::to_string(st.live));
   }
 
   void at_end(const State &s) {
@@ -307,27 +361,30 @@ struct Checker {
       fail(std::string(sc.name) + ": a read counted twice or not at all");
     if (sc.every_read_named && s.ambiguous != 0)
       fail(std::string(sc.name) + ": " + std::to_string(s.ambiguous) + " reads not named");
+    settled_ends += s.burst_settled == 1;
   }
 };
 
 Checker run(const Scenario &sc) {
   Checker c(sc);
   State s;
+  s.has_state = !sc.fresh_socket;
   if (sc.big)
     s.big.resize(UDP_BIG_SLOTS);
   c.explore(s);
-  INFO(sc.name << ": " << c.states << " states, " << c.ends << " ends; " << c.failure);
+  INFO(sc.name << ": " << c.states << " states, " << c.ends << " ends (" << c.settled_ends
+               << " with the second burst on a settled socket); " << c.failure);
   CHECK(c.failure.empty());
   CHECK(c.ends > 0);
+  // A check that never applied would prove nothing.
+  if (sc.fresh_socket)
+    CHECK(c.first_reads > 0);
+  bool bursts = false;
+  for (const Datagram &g : sc.dgrams)
+    bursts |= g.burst == 1;
+  if (bursts)
+    CHECK(c.settled_ends > 0);
   return c;
-}
-
-std::vector<Datagram> lengths(std::initializer_list<uint32_t> lens, int producers = 1) {
-  std::vector<Datagram> v;
-  int i = 0;
-  for (uint32_t len : lens)
-    v.push_back({i++ % producers, len, true, -1});
-  return v;
 }
 
 }  // namespace

@@ -38,6 +38,8 @@ int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struc
 	return r;
 }
 
+int order_first_read(struct udp_sock_state *st, bool quiet) { return udp_first_decide(st, quiet); }
+
 void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
 		__u32 len, struct push_counts *pushes)
 {

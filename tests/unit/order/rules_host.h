@@ -1,7 +1,7 @@
 /* The queue-order rules of bpf/udp/order/ (types.h, slots.h, decide.h,
  * retire.h, locked.h), compiled for the host: the very code the BPF object
  * runs under a UDP socket's lock, for the unit tier's checker
- * (tests/unit/test_order_rules.cpp). */
+ * (tests/unit/order/checker.hpp). */
 #ifndef NETLATD_TESTS_ORDER_RULES_HOST_H
 #define NETLATD_TESTS_ORDER_RULES_HOST_H
 
@@ -33,6 +33,11 @@ extern bool (*order_stash_has)(__u64 skb);
  * only its inline slots. */
 int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
 	       struct order_out *out);
+
+/* The turn under the lock of a read that found its socket without state
+ * (locked.h udp_first_decide, read.bpf.h udp_first_read): `quiet`, no
+ * producer mid-batch by then. Its decision (enum read_result). */
+int order_first_read(struct udp_sock_state *st, bool quiet);
 
 /* A data-ready call's one slot, under the lock: for a tracked datagram still
  * queued (its stamps `rx`, at `skb`), a queued one netlatd does not track
