@@ -49,6 +49,8 @@ def daemon_cost(b):
                "cpu_resolution_pct": res_ns / 1e9 / (t1 - t0) * 100,
                "vmhwm_kib": hwm, "bpf_map_rss_kib": rss["bpf_maps"], "rss_kib": rss,
                "traced_packets": extra.get("traced_packets"),
+               "reader_named": extra.get("reader_named"),
+               "ambiguous_reads": extra.get("ambiguous_reads"),
                "drops": extra.get("drops", {})}
         rows.append(row)
         log(f"daemon cost at {rate or 'max'} pps"

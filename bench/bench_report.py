@@ -250,7 +250,8 @@ def daemon_tables(res, title, table):
     if res.get("daemon"):
         title("netlatd daemon at fixed rates")
         table(["target pps", "ring buffer", "received pps", "CPU %", "VmHWM MiB",
-               "RSS at end MiB", "of it BPF maps MiB", "traced/received", "drops (non-zero)"],
+               "RSS at end MiB", "of it BPF maps MiB", "traced/received", "of it naming the read",
+               "ambiguous reads", "drops (non-zero)"],
               [(f"{r['rate_target'] or 'max'}" + (" --aggregate" if r.get("aggregate") else "")
                 + (f", reader pausing {r['reader_pause_us']} us a read, {r['sent']} sent"
                    if r.get("reader_pause_us") else ""),
@@ -262,6 +263,9 @@ def daemon_tables(res, title, table):
                 f"{sum(r['rss_kib'].values()) / 1024:.1f}" if r.get("rss_kib") else "n/a",
                 f"{r.get('bpf_map_rss_kib', 0) / 1024:.1f}",
                 f"{(r['traced_packets'] or 0) / r['received']:.3f}" if r["received"] else "n/a",
+                f"{r['reader_named'] / r['received']:.3f}"
+                if r.get("reader_named") is not None and r["received"] else "n/a",
+                f"{r['ambiguous_reads']}" if r.get("ambiguous_reads") is not None else "n/a",
                 ", ".join(f"{k} {n}" for k, n in r["drops"].items() if n) or "none")
                for r in res["daemon"]])
     ss = res.get("startstop")

@@ -161,6 +161,9 @@ class Tracers:
         out["traced_packets"] = sum(int(j.get("packets", 0)) for j in lines
                                     if j.get("type") == "interval")
         out["drops"] = netlatd_drops(lines)
+        out["reader_named"] = reader_named(lines)
+        out["ambiguous_reads"] = sum(int(j.get("ambiguous_reads", 0)) for j in lines
+                                     if j.get("type") == "interval")
         out["ops_window"] = ops_window(lines)
         out["exit"] = pr.p.returncode
         out["final_line"] = any(j.get("final") for j in lines)
@@ -191,6 +194,16 @@ class Tracers:
                 if l.startswith("@matched:"):
                     out["traced_packets"] = int(l.split()[1])
         return out
+
+
+def reader_named(lines):
+    """Packets whose records reach the read (in_socket, which ends at the
+    receive call's return: only a record that names its read has it), summed
+    over interval lines; None when no line has the coverage."""
+    counts = [j["coverage"].get("stages", {}).get("in_socket", {}).get("recorded")
+              for j in lines if j.get("type") == "interval" and j.get("coverage")]
+    counts = [int(n) for n in counts if n is not None]
+    return sum(counts) if counts else None
 
 
 def netlatd_drops(lines):
