@@ -11,8 +11,10 @@ from vm_timelines import judge_timelines, print_stage_table
 CRASH_RE = re.compile(r"\bBUG:|Oops|Kernel panic|general protection fault|kernel BUG at")
 # Stages whose count must equal the number of packets netlatd reported.
 # The guests' kernels have fentry: every read's call start is known, so
-# sock_queue and oncpu are as exact as the others.
+# sock_queue and oncpu are as exact as the others (but for a call begun
+# before netlatd attached: read_begun_before_attach).
 EXACT_STAGES = ("softirq", "netif_receive", "sock_queue", "oncpu", "in_socket", "total")
+READ_START_STAGES = ("sock_queue", "oncpu")
 # Tracepoints that do not exist on 6.1 (added in 6.3 and 6.5).
 ABSENT_ON_61 = ("tp_btf/sk_data_ready", "tp_btf/sock_recv_length")
 # A row of --check's IRQ lines: "irq 25    counted      receive    virtio0-input.0    /sys/..."
@@ -206,6 +208,25 @@ def unmeasured_first_read(v, intervals, udp, udp_rx, reader_first):
     return 1
 
 
+def read_begun_before_attach(udp_timelines, reader_first):
+    """With the receiver started first, its UDP thread sits in recvfrom() when
+    netlatd attaches, and that call's start (fentry/sock_recvmsg) is never
+    seen. Where the return is a tracepoint, the call's datagram (the first
+    read) is recorded, right, and its read start is known only if the wake-up
+    that ended the call was tied to the socket; a CI run at 1682ed5 had one
+    (6.12 e1000e: woken false, a switch-in but no call start), and netlatd
+    leaves a read start it cannot tie out. So the first datagram's record,
+    and only it, may lack sock_queue and oncpu. Returns 1 when it does."""
+    if not reader_first or not udp_timelines:
+        return 0
+    first = min(udp_timelines, key=lambda t: (t.get("stamps_mono_ns") or {}).get("recv_return", 0))
+    lacks = "oncpu" not in (first.get("stages") or {})
+    if lacks and "call_start" not in (first.get("stamps_mono_ns") or {}):
+        log("the first datagram's read began before netlatd attached: its read start is unknown")
+        return 1
+    return 0
+
+
 def judge_verifier_walk(v, lines):
     """The start line names the program the guest's verifier walked most:
     it must leave 40% of the 1M-instruction budget free, on this kernel's
@@ -267,8 +288,11 @@ def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats, busy_
         return
     v.check(counts.get("irq", 0) >= 0.95 * packets and packets > 0,
             f"irq stage count {counts.get('irq', 0)} >= 95% of {packets} packets")
+    begun = read_begun_before_attach(udp_timelines, reader_first)
     for name in EXACT_STAGES:
-        v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
+        want = packets - begun if name in READ_START_STAGES else packets
+        v.check(counts.get(name) == want, f"{name} stage count {counts.get(name)} == {want}"
+                + (" (the first read began before netlatd attached)" if want != packets else ""))
     judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen)
     if udp_timelines:
         v.check(stats["datagrams_irq"] >= 0.95 * len(udp_timelines),
