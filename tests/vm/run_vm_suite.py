@@ -88,7 +88,7 @@ SUITE = [
     ("stash: the smallest, 4096 entries, loads and traces bursts with no wrong record", "stash"),
     ("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts with no wrong record", "stash"),
     ("stash: 20000 datagrams queued unread, traced whole by 1048576 entries", "stash"),
-    ("stash: 20000 datagrams queued unread, counted by the default 32768 entries", "stash"),
+    ("stash: 20000 datagrams queued unread, counted by the smallest 4096 entries", "stash"),
 ]
 # Per guest kernel: tests left out, and why.
 LEFT_OUT = {
