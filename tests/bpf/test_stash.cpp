@@ -72,11 +72,11 @@ namespace {
 constexpr int kDeep = 20000;
 
 // kDeep datagrams, each from its own source port (equal lengths: distinct
-// ones would pass the MTU), all queued on one socket before its reader wakes
-// (it sleeps 8 s after the first; it gives up after 10 s without a read,
-// 40 s before the first), then read one a call: on 6.1 a recvmmsg's return
-// is seen for its first datagram only, the rest counted unseen_read. Every
-// record checked against the reads, as run_readers does.
+// ones would pass the MTU), all queued on one socket before its reader
+// starts (held until the sender is done, however long that takes; it gives up
+// after 10 s without a read), then read one a call: on 6.1 a recvmmsg's
+// return is seen for its first datagram only, the rest counted unseen_read.
+// Every record checked against the reads, as run_readers does.
 ReaderRun deep_queue(const VethNamespaces &net, uint16_t port, const std::string &entries) {
   const std::string p = std::to_string(port);
   std::vector<std::string> flags{"--port", p, "--stash-entries", entries, "--ringbuf-mb", "8"};
@@ -84,15 +84,16 @@ ReaderRun deep_queue(const VethNamespaces &net, uint16_t port, const std::string
     flags.push_back(f);
   auto nl = start_netlatd(net, flags);
   ReaderApp reader(net.rx_ns, "udp",
-                   {"--bind", net.rx_addr, "--threads", "1", "--call", "recvfrom", "--delay-ms", "8000",
-                    "--idle-ms", "10000", "--rcvbuf", std::to_string(64 << 20), "--expect",
-                    std::to_string(kDeep), "--port", p});
+                   {"--bind", net.rx_addr, "--threads", "1", "--call", "recvfrom", "--idle-ms", "10000",
+                   "--rcvbuf", std::to_string(64 << 20), "--expect", std::to_string(kDeep), "--port", p},
+                   ReaderApp::Start::Held);
   SenderResult sent = run_senders(net.tx_ns, "udp",
                                   {"--to", net.rx_addr, "--threads", "1", "--bursts", std::to_string(kDeep / 500),
                                    "--burst-size", "500", "--gap-us", "0", "--lengths", "equal", "--len", "64",
                                    "--sport-base", "40000", "--port", p},
-                                  60000);
-  const bool read = reader.finish(15000);
+                                  patient_ms(60000));
+  reader.go();
+  const bool read = reader.finish(patient_ms(60000));
   INFO(sent.output);
   INFO(reader.output());
   CHECK(sent.ok);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <fstream>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -25,19 +26,26 @@ std::vector<std::string> tool_argv(const char *binary, const std::string &ns, co
 
 }  // namespace
 
-ReaderApp::ReaderApp(const std::string &ns, const std::string &mode, const std::vector<std::string> &args) {
+ReaderApp::ReaderApp(const std::string &ns, const std::string &mode, const std::vector<std::string> &args,
+                     Start start) {
   char tmpl[] = "/tmp/nlreaders-XXXXXX";
   if (!mkdtemp(tmpl))
     throw std::runtime_error("mkdtemp failed");
   dir_ = tmpl;
   std::vector<std::string> argv = tool_argv(NLREADERS_BINARY, ns, mode, args, dir_ / "reads.log");
   argv.insert(argv.end(), {"--ready-file", (dir_ / "ready").string()});
+  if (start == Start::Held)
+    argv.insert(argv.end(), {"--go-file", (dir_ / "go").string()});
   proc_ = std::make_unique<Process>(argv);
   for (int waited = 0; !std::filesystem::exists(dir_ / "ready"); waited += 5) {
-    if (waited > 5000 || proc_->wait(0))
+    if (waited > patient_ms(5000) || proc_->wait(0))
       throw std::runtime_error("nlreaders did not start: " + proc_->err());
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+void ReaderApp::go() const {
+  std::ofstream(dir_ / "go").flush();
 }
 
 ReaderApp::~ReaderApp() {

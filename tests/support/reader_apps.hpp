@@ -38,12 +38,16 @@ struct SentEntry {
 // its own. The constructor returns once its socket is bound.
 class ReaderApp {
 public:
-  ReaderApp(const std::string &ns, const std::string &mode, const std::vector<std::string> &args);
+  // Held: no thread of it reads before go() (nlreaders --go-file).
+  enum class Start { Now, Held };
+  ReaderApp(const std::string &ns, const std::string &mode, const std::vector<std::string> &args,
+            Start start = Start::Now);
   ~ReaderApp();  // kills it if still running, removes its files
   ReaderApp(const ReaderApp &) = delete;
   ReaderApp &operator=(const ReaderApp &) = delete;
   // Waits for it to end by itself (its count, or idle); true if it exited 0.
   bool finish(int timeout_ms);
+  void go() const;
   std::string output() const;
   ReaderLog log() const;
   pid_t pid() const { return proc_->pid(); }

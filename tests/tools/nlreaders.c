@@ -6,13 +6,15 @@
  * against it. Linked static (it also runs in the vm tier's guests).
  *
  *   nlreaders udp --port P [--bind ADDR] [--threads N] [--call C] [--vlen V]
- *                 [--epoll] [--work-us W] [--expect N] [--delay-ms D]
+ *                 [--epoll] [--work-us W] [--expect N] [--delay-ms D] [--go-file F]
  *       N threads (1..64) read one UDP socket, each with call C: recv,
  *       recvfrom (default), recvmsg, recvmmsg (MSG_WAITFORONE, V messages) or
  *       read. Blocking, or with --epoll: each thread epoll_wait()s, works W us
  *       on CPU, then reads non-blocking until EAGAIN. Ends after N datagrams.
  *       D: every thread waits for the first datagram, then sleeps D ms before
  *       its first read, so that the socket queues a backlog first.
+ *       [--go-file F]: no thread reads before F exists, and the idle limit
+ *       counts from then: the test creates F once it has sent the backlog.
  *       [--peek]: each call is preceded by the same call with MSG_PEEK (not
  *       logged: it consumes nothing). [--trunc-to B] (recv, recvfrom,
  *       recvmsg): a buffer of B bytes and MSG_TRUNC, so the call returns the
@@ -66,11 +68,12 @@
 struct nlr_config cfg;
 struct nlr_worker workers[NLR_MAX_THREADS + 1];
 atomic_int nlr_stop;
+atomic_int nlr_go;
 
 static const char *const known_opts[] = {
 	"port", "bind", "threads", "call", "vlen", "epoll", "work-us", "expect", "peer", "peer-port", "rounds",
 	"per-round", "conns", "requests", "netns", "log", "ready-file", "idle-ms", "max-reads", "rcvbuf", "delay-ms", "peek", "trunc-to", "held-threads", "fionread", "poll", "defer-accept",
-	NULL};
+	"go-file", NULL};
 
 static void on_term(int sig)
 {
@@ -114,6 +117,8 @@ static void configure(int argc, char **argv)
 	cfg.requests = nl_opt_long(o, n, "requests", 1);
 	cfg.log = nl_opt_str(o, n, "log", NULL);
 	cfg.ready_file = nl_opt_str(o, n, "ready-file", NULL);
+	cfg.go_file = nl_opt_str(o, n, "go-file", NULL);
+	atomic_store(&nlr_go, !cfg.go_file);
 	cfg.idle_ms = nl_opt_long(o, n, "idle-ms", 2000);
 	cfg.max_reads = nl_opt_long(o, n, "max-reads", 1 << 18);
 	cfg.rcvbuf = (int)nl_opt_long(o, n, "rcvbuf", 16 << 20);
@@ -197,6 +202,13 @@ const char *nlr_wait_until_done(long expect, atomic_int *done)
 		usleep(5000);
 		if (atomic_load(&nlr_stop))
 			return "signal";
+		/* Held by --go-file: not idle, however long the test takes to
+		 * send what it wants queued first. */
+		if (!atomic_load(&nlr_go)) {
+			atomic_store(&nlr_go, access(cfg.go_file, F_OK) == 0);
+			start = nl_mono_ns();
+			continue;
+		}
 		if ((expect >= 0 && (long)total_reads() >= expect) || (done && atomic_load(done)))
 			return "done";
 		/* The last read first: a reader may stamp one after a `now`
@@ -223,6 +235,13 @@ static void write_log(int64_t offset, uint64_t bracket)
 	}
 	if (fclose(f) != 0)
 		nl_die(cfg.log);
+}
+
+/* Until --go-file exists (nlr_wait_until_done looks for it) or a signal. */
+void nlr_wait_go(void)
+{
+	while (!atomic_load(&nlr_go) && !atomic_load(&nlr_stop))
+		usleep(1000);
 }
 
 void nlr_ready(void)

@@ -24,6 +24,7 @@ struct nlr_config {
 	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
 	int held_threads; /* udp: the first ones are named NLR_HELD_COMM */
 	const char *bind, *peer, *log, *ready_file;
+	const char *go_file; /* udp: no thread reads before it exists */
 };
 
 /* The name of a thread --held-threads gives: a test BPF program holds its
@@ -55,6 +56,7 @@ extern struct nlr_config cfg;
  * accept thread, which reads nothing. */
 extern struct nlr_worker workers[NLR_MAX_THREADS + 1];
 extern atomic_int nlr_stop;
+extern atomic_int nlr_go; /* --go-file exists (or none was given) */
 
 void nlr_log_read(struct nlr_worker *w, long len, int peer_port, int64_t id, uint64_t before, uint64_t after);
 /* A socket of cfg's family bound to cfg.bind:cfg.port (listening for TCP). */
@@ -63,6 +65,7 @@ int nlr_epoll_with_stop(int stop_fd);
 /* Polls until `expect` reads (if >= 0), *done, idle or a signal; says which. */
 const char *nlr_wait_until_done(long expect, atomic_int *done);
 void nlr_ready(void);
+void nlr_wait_go(void);
 
 const char *nlr_run_udp(void);
 const char *nlr_run_udp_churn(void);

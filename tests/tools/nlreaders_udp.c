@@ -130,6 +130,7 @@ static void *udp_worker(void *arg)
 		poll(&p, 1, 10000);
 		usleep((useconds_t)cfg.delay_ms * 1000);
 	}
+	nlr_wait_go();
 	while (!atomic_load(&nlr_stop)) {
 		if (cfg.epoll) {
 			/* An event loop: wake, do the application's work, then
