@@ -170,8 +170,12 @@ def judge_aggregate(v, lines, sent, ctx):
     udp = sum(r.get("udp", 0) for r in intervals)
     udp_rx = int(got.get("udp_datagrams", -1))
     v.check(udp == udp_rx, f"netlatd UDP packets {udp} == datagrams nlrx received {udp_rx}")
+    # How many stay under --outliers-over (1 ms) is the guest's speed, not
+    # netlatd's: TCG starved for a while can push most past it. The
+    # equality above is what is checked; here only that the kernel added
+    # some.
     added = int(m.group(2)) if m else 0
-    v.check(added >= udp_rx // 2, f"records added in the kernel {added} >= half the datagrams ({udp_rx})")
+    v.check(added > 0, f"records added in the kernel: {added} of {m.group(1) if m else '?'} (datagrams {udp_rx})")
     irq = sum(((r.get("stages") or {}).get("irq") or {}).get("count", 0) for r in intervals)
     v.check(irq > 0, f"irq stage counted ({irq} packets)")
     unordered = sum(r.get("unordered", 0) for r in intervals)
