@@ -193,6 +193,14 @@ Reader::Reader(std::string ns, std::string proto, int family, std::string addr, 
     setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (timestamps)
       setsockopt(s, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof(one));
+    // 16 MiB, as nlreaders sets: with the default (~200 KiB, some 250
+    // small datagrams) a reader thread a few ms behind (a sanitizer build, a
+    // loaded host) could lose datagrams the tests count on. Root only; ignored
+    // without it.
+    if (udp) {
+      const int rcvbuf = 16 << 20;
+      setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &rcvbuf, sizeof(rcvbuf));
+    }
     timeval tv{0, 100000};
     setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     sockaddr_storage ss;
