@@ -405,7 +405,11 @@ TEST_CASE("odd packets: a FIONREAD drop whose task never reads holds the port fo
     CHECK(snmp(net.rx_ns, "Udp", "InCsumErrors") - csum_before == 3);
   };
   ReaderRun run = run_odd(c, x);
-  CHECK(run.verdict.right >= run.log.reads.size() * 9 / 10);
+  // A port held for good names none of these reads. Four threads on one
+  // socket by queue order leave some ambiguous whatever the hold (18 of 128
+  // once on a quiet host, 1 in the next run): the floor is one half, far
+  // from both.
+  CHECK(run.verdict.right * 2 >= run.log.reads.size());
 }
 
 // A VLAN (id 100) over the veth on both sides, the datagrams sent over it,
