@@ -26,7 +26,7 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
   net.set_mtu(9000);  // datagram i is 16 + i bytes long
   // Bursts of 8 every ~800 us from one CPU; the reader sleeps its first
   // 150 ms, so some thousand datagrams wait in its (16 MiB) receive buffer:
-  // far more than a socket's 256 slots. Then it drains them, and reads the
+  // far more than a socket's 512 slots. Then it drains them, and reads the
   // rest as they come. (One datagram every 100 us, the sender's sleeps
   // stretched by a loaded machine, once queued only 254 in those 150 ms:
   // no overflow to resync from.) A sender on time sends 1,500 in those

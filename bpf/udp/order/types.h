@@ -34,9 +34,12 @@ struct udp_slot {
 /* Slots a read or a data-ready call looks at past the head: the datagrams
  * taken by reads in flight and the newest ones. */
 #define UDP_SCAN 16
-/* 16 KiB: within net.core.optmem_max on 6.1 (20 KiB), which socket storage is
- * charged against. */
-#define UDP_BIG_SLOTS 256
+/* 32 KiB: socket storage is charged against net.core.optmem_max, 128 KiB by
+ * default since 6.9; below (20 KiB before it) a socket cannot have them, and
+ * stays on its inline slots (the daemon says so at start and in --check).
+ * Twice 256 cut sock_fifo_full at 200k pps on 6.18 by 4 to 9 times in two
+ * A/B rounds (docs/BENCHMARKS.md). */
+#define UDP_BIG_SLOTS 512
 
 struct udp_sock_state {
 	struct bpf_spin_lock lock;  /* guards everything below and the socket's udp_big */

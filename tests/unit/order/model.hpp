@@ -27,7 +27,7 @@ struct Scenario {
   std::vector<Datagram> dgrams;  // each producer queues its own in this order
   int readers = 1;
   int batch = 1;              // datagrams a producer may queue before their data-ready calls
-  bool big = false;           // the socket may take its 256 slots; else its 8 inline only
+  bool big = false;           // the socket may take its big slots (UDP_BIG_SLOTS); else its 8 inline only
   bool reads_wait_quiet = false;  // a read's look waits out a producer mid-batch (the kernel's
                                   // wait, when no vCPU stalls past it), and nothing is queued
                                   // between its look and its lock (microseconds apart)
