@@ -125,6 +125,8 @@ int run_check(const Options &opts, const KernelFeatures &features) {
   HookPlan plan = choose_hooks(features);
   print_hooks(plan, features);
   std::printf("\nUDP stash (--stash-entries): %s\n", stash_description(opts.stash_entries, plan.udp_join).c_str());
+  if (const SlotsDescription slots = slots_description(plan.udp_join, read_optmem_max()); !slots.text.empty())
+    std::printf("UDP slots by queue order: %s\n", slots.text.c_str());
   const size_t irqs = opts.ifaces.empty() ? 0 : print_interfaces(opts);
   print_stages(plan, opts.ifaces.empty() ? 1 : irqs);
   bool ok = btf && ring && plan.runnable();

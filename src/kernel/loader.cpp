@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include <bpf/bpf.h>
 #include <fmt/format.h>
@@ -14,6 +15,7 @@
 #include "netlatd/base/clock.hpp"
 #include "netlatd/base/errors.hpp"
 #include "netlatd/kernel/ksyms.hpp"
+#include "udp/order/types.h"  // after abi.h (loader.hpp): its slots hold a netlatd_rx
 
 namespace netlatd {
 namespace {
@@ -211,6 +213,33 @@ std::string stash_description(uint32_t entries, UdpJoin join) {
                                        "sets lose some (unjoined_reused)",
                                        entries / 4)
                          : std::string("a UDP datagram leaves it when queued on its socket"));
+}
+
+SlotsDescription slots_description(UdpJoin join, uint64_t optmem_max) {
+  if (join == UdpJoin::Consume)
+    return {};
+  // Both in one socket's storage, with the kernel's own headers (a few
+  // hundred bytes) and whatever else the socket holds there: 1 KiB spare.
+  const uint64_t need = sizeof(udp_sock_state) + sizeof(udp_big_state) + 1024;
+  SlotsDescription d;
+  d.room = optmem_max == 0 || optmem_max >= need;
+  d.text = fmt::format("{} per socket, {} once it needs more ({} KiB of socket storage); ", UDP_SMALL_SLOTS,
+                       UDP_BIG_SLOTS, sizeof(udp_big_state) / 1024);
+  if (optmem_max == 0)
+    d.text += "net.core.optmem_max unknown";
+  else if (d.room)
+    d.text += fmt::format("net.core.optmem_max {} leaves room for them", optmem_max);
+  else
+    d.text += fmt::format("net.core.optmem_max {} is below the {} they need: a reader more than {} datagrams "
+                          "behind counts sock_fifo_full (sysctl -w net.core.optmem_max=65536)",
+                          optmem_max, need, UDP_SMALL_SLOTS);
+  return d;
+}
+
+uint64_t read_optmem_max() {
+  std::ifstream f("/proc/sys/net/core/optmem_max");
+  uint64_t v = 0;
+  return f >> v ? v : 0;
 }
 
 uint32_t sample_below(uint32_t n) { return n <= 1 ? 0 : static_cast<uint32_t>((uint64_t{1} << 32) / n); }

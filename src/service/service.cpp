@@ -224,6 +224,12 @@ void Service::log_ready(bool live, double attach_ms) const {
                  header_.iface, header_.ifindex, target.irqs.size(), fmt::join(opts_.ports, ","),
                  tracer_->programs_attached(), attach_ms, verifier);
   spdlog::info("UDP stash: {}", stash_description(static_cast<uint32_t>(tracer_->stash_entries()), plan_.udp_join));
+  if (const SlotsDescription slots = slots_description(plan_.udp_join, read_optmem_max()); !slots.text.empty()) {
+    if (slots.room)
+      spdlog::info("UDP slots by queue order: {}", slots.text);
+    else
+      spdlog::warn("UDP slots by queue order: {}", slots.text);
+  }
   if (opts_.aggregate)
     spdlog::info("--aggregate{}: the kernel side keeps the histograms ({} KiB of kernel memory); records only for "
                  "outliers and what it cannot add",

@@ -116,3 +116,21 @@ TEST_CASE("stash entries: the description says the size and what fills it", "[st
         "4096 entries (256 KiB); a UDP datagram leaves it when queued on its socket");
   CHECK(stash_description(1048576, UdpJoin::Order).rfind("1048576 entries (64 MiB); ", 0) == 0);
 }
+
+// The queue-order join's slots live in socket storage, charged against
+// net.core.optmem_max: 20 KiB before 6.9 has no room for 512 of 64 bytes,
+// and the daemon must say so rather than leave the operator guessing why a
+// deep queue counts sock_fifo_full.
+TEST_CASE("slots: the description says whether optmem_max leaves room for them", "[stash]") {
+  CHECK(slots_description(UdpJoin::Consume, 20480).text.empty());
+  const SlotsDescription roomy = slots_description(UdpJoin::OrderProdq, 131072);
+  CHECK(roomy.room);
+  CHECK(roomy.text ==
+        "8 per socket, 512 once it needs more (32 KiB of socket storage); net.core.optmem_max 131072 leaves room "
+        "for them");
+  const SlotsDescription tight = slots_description(UdpJoin::Order, 20480);
+  CHECK_FALSE(tight.room);
+  CHECK(tight.text.find("net.core.optmem_max 20480 is below the ") != std::string::npos);
+  CHECK(tight.text.find("a reader more than 8 datagrams behind counts sock_fifo_full") != std::string::npos);
+  CHECK(slots_description(UdpJoin::Order, 0).room);
+}

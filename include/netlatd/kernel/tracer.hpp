@@ -53,6 +53,17 @@ std::string stash_entries_error(uint64_t entries);
 // The stash's size and what fills it under `join`, for --check and the start
 // log: "32768 entries (2 MiB); ...".
 std::string stash_description(uint32_t entries, UdpJoin join);
+// Where reads are tied by queue order, what a socket's slots take of the
+// socket storage net.core.optmem_max allows (`optmem_max`, 0 if unknown),
+// for --check and the start log; `room` says whether a socket can have all
+// of them. "" where the kernel names reads (no slots).
+struct SlotsDescription {
+  std::string text;
+  bool room = true;
+};
+SlotsDescription slots_description(UdpJoin join, uint64_t optmem_max);
+// net.core.optmem_max of netlatd's own network namespace, 0 if unreadable.
+uint64_t read_optmem_max();
 
 // A device whose packets count for a traced interface: the interface
 // itself, or a device below it (a bond's slave, a VLAN's real device with
