@@ -16,6 +16,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <unordered_set>
@@ -72,6 +73,8 @@ struct Checker {
 
   void step(const State &n, const std::string &what) {
     path.push_back(what);
+    if (!n.big.empty() && n.st.tail > kBigKept)
+      fail("a slot past the " + std::to_string(kBigKept) + " big slots a state keeps");
     explore(n);
     path.pop_back();
   }
@@ -133,18 +136,21 @@ struct Checker {
     const Datagram &g = sc.dgrams[static_cast<size_t>(d)];
     const int addr = address_of(d);
     push_counts pushes{};
-    udp_big_state *big = big_of(n);
-    if (n.taken_by[d] >= 0) {
-      n.gone[d] = 1;
-      order_push(&n.st, big, 0, nullptr, 0, &pushes);  // a read took it first: gone
-    } else if (g.tracked && n.stash[addr] == d) {
-      netlatd_rx rx{};
-      rx.receive_ns = static_cast<uint64_t>(d) + 1;  // names the datagram in its records
-      rx.len = g.len;
-      n.stash[addr] = -1;
-      order_push(&n.st, big, skb(addr), &rx, 0, &pushes);
-    } else {
-      order_push(&n.st, big, skb(addr), nullptr, g.len, &pushes);
+    {
+      BigSlots slots(n);  // synced back before the step explores on
+      udp_big_state *big = slots.get();
+      if (n.taken_by[d] >= 0) {
+        n.gone[d] = 1;
+        order_push(&n.st, big, 0, nullptr, 0, &pushes);  // a read took it first: gone
+      } else if (g.tracked && n.stash[addr] == d) {
+        netlatd_rx rx{};
+        rx.receive_ns = static_cast<uint64_t>(d) + 1;  // names the datagram in its records
+        rx.len = g.len;
+        n.stash[addr] = -1;
+        order_push(&n.st, big, skb(addr), &rx, 0, &pushes);
+      } else {
+        order_push(&n.st, big, skb(addr), nullptr, g.len, &pushes);
+      }
     }
     step(n, "dr" + std::to_string(d) + (n.gone[d] ? "(gone)" : ""));
     return true;
@@ -266,11 +272,29 @@ struct Checker {
     return true;
   }
 
-  udp_big_state *big_of(State &n) {
-    if (n.big.empty())
-      return nullptr;
-    return reinterpret_cast<udp_big_state *>(n.big.data());
-  }
+  // The state's big slots as the rules index them: a whole table, the kept
+  // ones copied in and back out when done.
+  class BigSlots {
+  public:
+    explicit BigSlots(State &n) : n_(n) {
+      if (n_.big.empty())
+        return;
+      static thread_local std::vector<udp_slot> whole(UDP_BIG_SLOTS);
+      std::copy(n_.big.begin(), n_.big.end(), whole.begin());
+      table_ = whole.data();
+    }
+    ~BigSlots() {
+      if (table_)
+        std::copy(table_, table_ + kBigKept, n_.big.begin());
+    }
+    BigSlots(const BigSlots &) = delete;
+    BigSlots &operator=(const BigSlots &) = delete;
+    udp_big_state *get() const { return reinterpret_cast<udp_big_state *>(table_); }
+
+  private:
+    State &n_;
+    udp_slot *table_ = nullptr;
+  };
 
   void locked_turn(State &n, int r) {
     static thread_local const State *current;
@@ -289,7 +313,11 @@ struct Checker {
     const bool settles =
         sc.readers == 1 && in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
     order_out out{};
-    const int result = order_read(&n.st, big_of(n), &in, &out);
+    int result;
+    {
+      BigSlots slots(n);
+      result = order_read(&n.st, slots.get(), &in, &out);
+    }
     const std::string where = where_of(n, r);
     bool own_named = false;
     for (uint32_t i = 0; i < out.n; ++i) {
@@ -370,7 +398,7 @@ Checker run(const Scenario &sc) {
   State s;
   s.has_state = !sc.fresh_socket;
   if (sc.big)
-    s.big.resize(UDP_BIG_SLOTS);
+    s.big.resize(kBigKept);
   c.explore(s);
   INFO(sc.name << ": " << c.states << " states, " << c.ends << " ends (" << c.settled_ends
                << " with the second burst on a settled socket); " << c.failure);
