@@ -224,8 +224,10 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(waking_btf, struct task_struct *p) { return on_sched_waking(p, false); }
 
 SEC("tp_btf/sched_switch")
-int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next)
+int BPF_PROG(switch_btf, bool preempt, struct task_struct *prev, struct task_struct *next, unsigned int prev_state)
 {
+	if (prev_state == TASK_DEAD_STATE && targ_udp_join != UDP_JOIN_CONSUME)
+		count_exit_drops(prev);
 	return on_sched_switch(next);
 }
 

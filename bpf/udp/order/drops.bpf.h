@@ -275,4 +275,25 @@ out:
 	rs->drop_more = 0;
 }
 
+/* A task that exits with drops still noted: its last FIONREAD or poll
+ * dropped datagrams at the head of a socket of the port, and it never read
+ * the port again to settle them (a thread blocked in poll() until its
+ * process ends). Those a data-ready call had moved into slots are counted
+ * here, as their settlement would have (the others were counted at
+ * kfree_skb). Their slots stay LIVE, since a poll names no socket; the
+ * port's hold (asks_pending) runs out by time, as for a task that lives on
+ * without reading. At the task's last switch-out. */
+#define TASK_DEAD_STATE 0x80 /* TASK_DEAD, include/linux/sched.h */
+static __always_inline void count_exit_drops(struct task_struct *task)
+{
+	struct reader_state *rs = reader_of(task, false);
+	if (!rs || !rs->drop_n)
+		return;
+	__u32 pushed = 0;
+	for (__u32 d = 0; d < READ_DROPS; d++)
+		pushed += (__u32)(gt_bit(rs->drop_n, d) & ne_bit(rs->drop_skb[d], 0));
+	ADD(drops, NETLATD_DROP_STACK_DROPPED, pushed);
+	rs->drop_n = 0;
+}
+
 #endif /* NETLATD_UDP_ORDER_DROPS_BPF_H */
