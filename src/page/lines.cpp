@@ -28,7 +28,7 @@ constexpr std::string_view kStageFields[] = {"hook_start", "hook_end", "applicab
 constexpr std::string_view kRowFields[] = {"iface", "dport", "proto", "family", "cgroup", "container_id", "container_runtime",
                               "pod_uid", "packets", "stages"};
 constexpr std::string_view kDropReasons[] = {
-    "inflight_full", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten", "ringbuf_full",
+    "inflight_full", "order_given_up", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten", "ringbuf_full",
     "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap", "tcp_range_unknown",
     "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired", "unseen_read"};
 // Counted beside `drops`: records or reads netlatd could not tie whole.

@@ -15,7 +15,7 @@ HOOKS = {
     "total": ("tp_btf/softirq_raise", "tp_btf/sock_recv_length"),
 }
 STAGES = list(HOOKS)
-DROPS = ["inflight_full", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten",
+DROPS = ["inflight_full", "order_given_up", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten",
          "ringbuf_full", "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap",
          "tcp_range_unknown", "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired",
          "unseen_read"]

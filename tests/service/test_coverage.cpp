@@ -27,8 +27,8 @@ namespace {
 
 // What a datagram on a quiet loopback run can be counted under instead of
 // being recorded (docs/OUTPUT.md, Drop reasons: the ones counted in packets).
-const char *const kPacketLosses[] = {"ringbuf_full",    "inflight_full",    "sock_fifo_full",
-                                     "unjoined_reused", "unjoined_expired", "unseen_read"};
+const char *const kPacketLosses[] = {"ringbuf_full",     "inflight_full", "sock_fifo_full", "unjoined_reused",
+                                     "unjoined_expired", "unseen_read",   "order_given_up"};
 
 struct RunSums {
   uint64_t lines = 0, idle_lines = 0, packets = 0, unordered = 0, lost = 0;

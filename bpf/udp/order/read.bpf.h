@@ -87,10 +87,13 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	cs->n_out = 0;
+	cs->given_up = 0;
 	if (!lock_with_big(sk, st, &big))
 		return;
 	int r = udp_decide(st, big, &in, cs, &hp);
 	bpf_spin_unlock(&st->lock);
+	if (cs->given_up)
+		ADD_ON(cs, drops, NETLATD_DROP_ORDER_GIVEN_UP, cs->given_up);
 	if (r == READ_AMBIGUOUS)
 		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
 	else if (r == READ_UNTRACKED)

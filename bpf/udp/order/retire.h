@@ -39,7 +39,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 	__u32 n = t - h < UDP_SCAN ? t - h : UDP_SCAN;
 	/* Each slot is copied out unconditionally, and kept (the count moves
 	 * past it) only if it is one to retire with a record. */
-	__u32 k = cs->n_out, retired = 0, gone_retired = 0, marked_retired = 0;
+	__u32 k = cs->n_out, retired = 0, gone_retired = 0, marked_retired = 0, stamped_retired = 0;
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
@@ -50,6 +50,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 		k += mk & (s->no_record ^ 1);
 		s->state += mk * (SLOT_DONE - SLOT_LIVE);
 		retired += mk;
+		stamped_retired += mk & (s->no_record ^ 1);
 		gone_retired += mk & s->gone;
 		marked_retired += mk & s->marked;
 	}
@@ -58,6 +59,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 	st->owed -= retired;
 	st->gone -= gone_retired;
 	st->live -= retired;
+	st->stamped -= stamped_retired;
 	if (!st->owed)
 		st->owed_unseen = 0;
 }
@@ -72,7 +74,7 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
  * is never looked at, and slot_append writes each one afresh, so no stale slot
  * can be taken for a later datagram. Those in sight are written as
  * packet-only records (read by the reads that owe them); the rest are left
- * out, as reads of a socket counted in order_lost. A thread that had never
+ * out, each stamped one counted (cs->given_up: order_given_up). A thread that had never
  * read may still have been in flight with one of them: reads by any other
  * thread are never named after a resync (decide_by_order).
  *
@@ -92,7 +94,7 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	__u32 h = st->head, n = st->tail - h < UDP_SCAN ? st->tail - h : UDP_SCAN;
 	/* n_out is 0 here (an incomplete socket's reads are ambiguous, and
 	 * retire_marked leaves it alone), so k stays below UDP_OUT_MAX. */
-	__u32 k = cs->n_out;
+	__u32 k = cs->n_out, n0 = k;
 	for (__u32 i = 0; i < UDP_SCAN; i++) {
 		if (i >= n)
 			break;
@@ -102,6 +104,10 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 		k += eq_bit(s->state, SLOT_LIVE) & (s->no_record ^ 1) & (st->drops_unsure ^ 1);
 	}
 	cs->n_out = k < UDP_OUT_MAX ? k : UDP_OUT_MAX;
+	/* The stamped slots not written out: out of sight, or stale after an
+	 * unsure drop. Their datagrams were taken by reads that returned
+	 * unnamed (ambiguous); counted, order_given_up. */
+	cs->given_up = st->stamped - (k - n0);
 	/* A reset that emptied LIVE slots or lost datagrams may have taken a
 	 * datagram from a read still in flight: a thread that never read the
 	 * socket, so readers_many did not stop the reset (one whose unsure
@@ -112,6 +118,7 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	st->head = st->tail;
 	st->big = 0;
 	st->live = 0;
+	st->stamped = 0;
 	st->missing = 0;
 	st->marked = 0;
 	st->owed = 0;

@@ -137,6 +137,7 @@ static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_bi
 	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
 	s->skb = skb;
 	s->queue_after = before(now, rx->receive_ns);
+	st->stamped++;
 	pushes->pushed++;
 }
 

@@ -62,6 +62,8 @@ struct udp_sock_state {
 	__u32 resynced;             /* the slots were resynced at least once */
 	__u32 drops_unsure;         /* a read dropped a datagram whose slot could not be told
 				     * for sure: stale slots are never written out (resync_slots) */
+	__u32 stamped;              /* LIVE slots with stamps (not placeholders): those a resync
+				     * gives up without a record are counted (order_given_up) */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 

@@ -79,10 +79,24 @@ struct Checker {
     path.pop_back();
   }
 
+  // The datagrams whose slots are LIVE with stamps, oldest first.
+  static std::vector<int> stamped_live(const State &s) {
+    std::vector<int> ids;
+    for (uint32_t i = s.st.head; i != s.st.tail; ++i) {
+      const udp_slot &slot = s.st.big ? s.big[i % kBigKept] : s.st.small[i & (UDP_SMALL_SLOTS - 1)];
+      if (slot.state == SLOT_LIVE && !slot.no_record)
+        ids.push_back(static_cast<int>(slot.rx.receive_ns) - 1);
+    }
+    return ids;
+  }
+
   void explore(const State &s) {
     if (!failure.empty() || !seen.insert(hash_of(s)).second)
       return;
     ++states;
+    if (s.st.stamped != stamped_live(s).size())
+      return fail(std::string(sc.name) + ": the socket's count of stamped slots is " +
+                  std::to_string(s.st.stamped) + ", " + std::to_string(stamped_live(s).size()) + " are");
     bool moved = false;
     for (int p = 0; p < kProducers; ++p) {
       moved |= try_queue(s, p);
@@ -148,6 +162,7 @@ struct Checker {
         rx.len = g.len;
         n.stash[addr] = -1;
         order_push(&n.st, big, skb(addr), &rx, 0, &pushes);
+        n.stamped[d] = pushes.pushed > 0;
       } else {
         order_push(&n.st, big, skb(addr), nullptr, g.len, &pushes);
       }
@@ -314,6 +329,7 @@ struct Checker {
         sc.readers == 1 && in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
     order_out out{};
     int result;
+    const std::vector<int> live_before = stamped_live(n);
     {
       BigSlots slots(n);
       result = order_read(&n.st, slots.get(), &in, &out);
@@ -333,6 +349,19 @@ struct Checker {
       own_named |= !out.ambiguous[i];
     }
     count_read(n, r, result, own_named);
+    // A stamped slot that left the window unwritten was given up, and the
+    // turn counts each such one: no datagram leaves without a record or a
+    // count (the identity traced + counted = received, per datagram).
+    const std::vector<int> live_after = stamped_live(n);
+    uint32_t left = 0;
+    for (int id : live_before)
+      if (!n.written[id] && std::find(live_after.begin(), live_after.end(), id) == live_after.end()) {
+        n.given_up[id]++;
+        left++;
+      }
+    if (out.given_up != left)
+      return fail(where + ": " + std::to_string(left) + " stamped slots left unwritten, " +
+                  std::to_string(out.given_up) + " counted");
     n.settled = settles;
     if (settles)
       check_settled(n, where);
@@ -387,6 +416,14 @@ struct Checker {
                   std::to_string(total) + " reads done");
     if (s.named + s.ambiguous + s.untracked != s.reads)
       fail(std::string(sc.name) + ": a read counted twice or not at all");
+    // Each datagram that got its stamps into a slot is written once, given
+    // up once (counted), or still LIVE in its slot (the socket's close).
+    const std::vector<int> live = stamped_live(s);
+    for (int d = 0; d < total; ++d)
+      if (s.stamped[d] && s.written[d] + s.given_up[d] +
+                                  (std::find(live.begin(), live.end(), d) != live.end() ? 1 : 0) != 1)
+        fail(std::string(sc.name) + ": datagram " + std::to_string(d) + " written " +
+             std::to_string(s.written[d]) + ", given up " + std::to_string(s.given_up[d]));
     if (sc.every_read_named && s.ambiguous != 0)
       fail(std::string(sc.name) + ": " + std::to_string(s.ambiguous) + " reads not named");
     settled_ends += s.burst_settled == 1;

@@ -73,6 +73,8 @@ struct State {
   int8_t gone[kMaxDatagrams] = {};  // a read took it before its slot was made
   int8_t taken_by[kMaxDatagrams];  // the reader that dequeued it, -1
   int8_t written[kMaxDatagrams] = {};
+  int8_t stamped[kMaxDatagrams] = {};   // it got a slot with its stamps
+  int8_t given_up[kMaxDatagrams] = {};  // a resync gave its stamped slot up, counted (order_given_up)
   int8_t stash[kMaxDatagrams] = {};  // by address (the first datagram's index): who holds it, -1
   Reader readers[kMaxReaders];
   int reads = 0, named = 0, ambiguous = 0, untracked = 0;
@@ -101,7 +103,7 @@ uint64_t hash_of(const State &s) {
   mix(s.queue.data(), s.queue.size());
   mix(s.queued_order.data(), s.queued_order.size());
   mix(s.next, sizeof(s.next) + sizeof(s.outstanding) + sizeof(s.slotted) + sizeof(s.gone) + sizeof(s.taken_by) +
-                  sizeof(s.written) + sizeof(s.stash));
+                  sizeof(s.written) + sizeof(s.stamped) + sizeof(s.given_up) + sizeof(s.stash));
   const int8_t flags[4] = {s.has_state, s.settled, s.burst_settled, s.data_ready};
   mix(flags, sizeof(flags));
   for (const Reader &r : s.readers)

@@ -11,6 +11,7 @@
 /* The part of the BPF object's per-CPU state the rules use: a read's records. */
 struct cpu_state {
 	__u32 n_out;
+	__u32 given_up;
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 out_ambiguous[UDP_OUT_MAX];
 };
@@ -33,6 +34,7 @@ int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struc
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	int r = udp_decide(st, big, in, &cs, &hp);
 	out->n = cs.n_out;
+	out->given_up = cs.given_up;
 	memcpy(out->out, cs.out, sizeof(out->out));
 	memcpy(out->ambiguous, cs.out_ambiguous, sizeof(out->ambiguous));
 	return r;

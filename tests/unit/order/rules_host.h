@@ -20,6 +20,7 @@ extern "C" {
  * with its reader (0) or packet-only (1). */
 struct order_out {
 	__u32 n;
+	__u32 given_up;  /* stamped slots a resync left without a record */
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 ambiguous[UDP_OUT_MAX];
 };
