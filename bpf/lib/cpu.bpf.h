@@ -37,7 +37,7 @@ struct cpu_state {
 	 * (reader/wake.bpf.h checks each woken task really waits on it). */
 	__u64 hint_sk;
 	__u64 hint_ts;
-	__u32 given_up;  /* a resync's stamped slots left without a record (retire.h) */
+	__u32 given_up;  /* stamped slots given up without a record (retire.h) */
 	__u32 n_out;
 	/* TCP: the skb tcp_probe last stamped here, and its range, so that a
 	 * drop of it right after (TCP refused it) undoes the stamps. */

@@ -19,6 +19,24 @@ using namespace nltest;
 
 namespace {
 
+// Every datagram read is one record or counted once, under its own reason:
+// it found the slots full (sock_fifo_full), its slot was given up unwritten
+// (order_given_up: at one reader's resync, all but the 16 in sight of the 512
+// stale ones; on a socket of several readers, which never resyncs, every
+// stale one once a read finds it drained), or a read took it before its slot
+// was made (unjoined_*). Nothing is LIVE at the socket's close: the last
+// reads found it drained, and the producers quiet (their look waits for it).
+void check_every_read_counted(const ReaderRun &run, int n) {
+  auto drop = [&](const char *name) { return run.totals.drops.count(name) ? run.totals.drops.at(name) : 0; };
+  const uint64_t given_up = drop("order_given_up");
+  const uint64_t counted = drop("sock_fifo_full") + given_up + drop("unjoined_reused") + drop("unjoined_expired") +
+                           drop("ringbuf_full") + drop("inflight_full");
+  std::fprintf(stderr, "  %zu records + %llu counted (%llu given up) of %d read\n", run.records.size(),
+               static_cast<unsigned long long>(counted), static_cast<unsigned long long>(given_up), n);
+  CHECK(given_up > 0);
+  CHECK(run.records.size() + counted == static_cast<uint64_t>(n));
+}
+
 void run_resync(int threads, const std::string &call, uint16_t port) {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
@@ -77,21 +95,8 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
   later = static_cast<size_t>(n - 1 - caught_up);
   std::fprintf(stderr, "  caught up at datagram %lld; %zu of the %zu after it named\n",
                static_cast<long long>(caught_up), named, later);
+  check_every_read_counted(run, n);
   if (threads == 1) {
-    // Every datagram read is one record or counted once, under its own
-    // reason: it found the slots full (sock_fifo_full), its slot was given up
-    // unwritten at the resync (order_given_up: all but the 16 in sight of
-    // the 512 stale ones), or a read took it before its slot was made
-    // (unjoined_*). One thread leaves nothing LIVE at the socket's close:
-    // its last read found the socket drained.
-    auto drop = [&](const char *name) { return run.totals.drops.count(name) ? run.totals.drops.at(name) : 0; };
-    const uint64_t given_up = drop("order_given_up");
-    const uint64_t counted = drop("sock_fifo_full") + given_up + drop("unjoined_reused") + drop("unjoined_expired") +
-                             drop("ringbuf_full") + drop("inflight_full");
-    std::fprintf(stderr, "  %zu records + %llu counted (%llu given up at a resync) of %d read\n", run.records.size(),
-                 static_cast<unsigned long long>(counted), static_cast<unsigned long long>(given_up), n);
-    CHECK(given_up > 0);
-    CHECK(run.records.size() + counted == static_cast<uint64_t>(n));
     // Resync is what names them; what it cannot name is a read made while
     // the producer's CPU was stalled mid-batch past the read's wait: counted
     // ambiguous, its packet written without a reader. How often that happens

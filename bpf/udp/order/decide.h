@@ -39,18 +39,6 @@ static __always_inline __u64 compatible_bit(__u32 len, __u32 ret, __u64 trunc_ok
 }
 
 
-/* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
- * of live, stamped, marked and gone slots kept. Branch-free: settle_on runs it per
- * drop, where a branch each would double the verifier's walk. Lock held. */
-static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot *s, __u64 done)
-{
-	s->state += (__u8)(done * (__u8)(SLOT_DONE - s->state));
-	st->live -= done & ne_bit(st->live, 0);
-	st->stamped -= done & (s->no_record ^ 1) & ne_bit(st->stamped, 0);
-	st->marked -= done & s->marked & ne_bit(st->marked, 0);
-	st->gone -= done & s->gone & ne_bit(st->gone, 0);
-}
-
 /* Hands slot `idx` to the emitter: `ambiguous` for a packet-only record. */
 static __always_inline void take_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u32 idx,
 				      struct cpu_state *cs, bool ambiguous)

@@ -322,11 +322,8 @@ static __always_inline int on_udp_enqueue_failed(struct sock *sk)
 			break;
 		struct udp_slot *s = slot_at(st, big, st->tail - i);
 		if (s->skb == key && s->state == SLOT_LIVE) {
-			if (!s->no_record && st->stamped)
-				st->stamped--;
+			slot_done(st, s, 1);
 			s->no_record = 1;
-			s->state = SLOT_DONE;
-			st->live--;
 			dropped = true;
 			break;
 		}

@@ -64,14 +64,27 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
 		st->owed_unseen = 0;
 }
 
+/* The window emptied (head = tail): a slot outside it is never looked at,
+ * and slot_append writes each one afresh. Lock held. */
+static __always_inline void empty_window(struct udp_sock_state *st)
+{
+	st->head = st->tail;
+	st->big = 0;
+	st->live = 0;
+	st->stamped = 0;
+	st->marked = 0;
+	st->owed = 0;
+	st->owed_unseen = 0;
+	st->gone = 0;
+}
+
 /* Slots that stopped mirroring the queue (`incomplete`: a datagram got no
  * slot) mirror it again when a read returns to find the socket's queues empty
  * and no producer mid-batch, with no slot made since it looked (a datagram
  * queued and pushed in between would have one: look_fresh), on a socket only
  * this thread has ever read: no
  * other read can be in flight, nothing queued has a slot, and the LIVE slots
- * left are all stale. The window is emptied (head = tail): a slot outside it
- * is never looked at, and slot_append writes each one afresh, so no stale slot
+ * left are all stale. The window is emptied (empty_window), so no stale slot
  * can be taken for a later datagram. Those in sight are written as
  * packet-only records (read by the reads that owe them); the rest are left
  * out, each stamped one counted (cs->given_up: order_given_up). A thread that had never
@@ -81,15 +94,25 @@ static __always_inline void retire_marked(struct udp_sock_state *st, struct udp_
  * With several reader threads, one may hold a datagram whose slot is LIVE
  * while another read owes one too many, and nothing in the kernel (without
  * fentry) says which: such a socket stays unnamed after an overflow, its
- * reads counted ambiguous. Where only `owed` is in doubt (owed_unsure), the
- * counts are reset once no slot is LIVE and none is missing: then no read can
- * be in flight with a datagram the slots know. Lock held. */
+ * reads counted ambiguous, and none of its slots is ever written out. When a
+ * read finds it drained, every LIVE slot is a dequeued datagram's: the
+ * window is emptied, its stamped slots counted (order_given_up), and it
+ * stays incomplete, so that a read still in flight with one of them is
+ * never named. Without this they left with the socket, uncounted. Where
+ * only `owed` is in doubt (owed_unsure), the counts are reset once no slot
+ * is LIVE and none is missing: then no read can be in flight with a
+ * datagram the slots know. Lock held. */
 static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
 					 const struct udp_read_in *in, struct cpu_state *cs)
 {
 	if (!(st->incomplete || st->owed_unsure) || !in->quiet || in->head || !look_fresh(st, in))
 		return;
-	if (st->readers_many && (st->incomplete || st->live || st->missing))
+	if (st->readers_many && st->incomplete) {
+		cs->given_up = st->stamped;
+		empty_window(st);
+		return;
+	}
+	if (st->readers_many && (st->live || st->missing))
 		return;
 	__u32 h = st->head, n = st->tail - h < UDP_SCAN ? st->tail - h : UDP_SCAN;
 	/* n_out is 0 here (an incomplete socket's reads are ambiguous, and
@@ -115,15 +138,8 @@ static __always_inline void resync_slots(struct udp_sock_state *st, struct udp_s
 	 * on other threads' reads are never named (decide.h read_frontier). A
 	 * reset with nothing live and nothing missing wrote nothing out. */
 	st->resynced |= st->incomplete | (__u32)ne_bit(st->live, 0);
-	st->head = st->tail;
-	st->big = 0;
-	st->live = 0;
-	st->stamped = 0;
+	empty_window(st);
 	st->missing = 0;
-	st->marked = 0;
-	st->owed = 0;
-	st->owed_unseen = 0;
-	st->gone = 0;
 	st->incomplete = 0;
 	st->owed_unsure = 0;
 	st->drops_unsure = 0;

@@ -100,6 +100,18 @@ __noinline int recent_big_slot(struct udp_slot (*slots)[UDP_BIG_SLOTS], __u32 fr
 	return recent_slot_in(*slots, UDP_BIG_SLOTS - 1, from, n > UDP_SCAN ? UDP_SCAN : n, skb);
 }
 
+/* Slot `s` done when `done` is 1, untouched when 0, with the socket's counts
+ * of live, stamped, marked and gone slots kept. Branch-free: settle_on runs it per
+ * drop, where a branch each would double the verifier's walk. Lock held. */
+static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot *s, __u64 done)
+{
+	s->state += (__u8)(done * (__u8)(SLOT_DONE - s->state));
+	st->live -= done & ne_bit(st->live, 0);
+	st->stamped -= done & (s->no_record ^ 1) & ne_bit(st->stamped, 0);
+	st->marked -= done & s->marked & ne_bit(st->marked, 0);
+	st->gone -= done & s->gone & ne_bit(st->gone, 0);
+}
+
 /* A new slot at the tail, or NULL (counted) when the socket has none left.
  * Lock held. */
 static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,

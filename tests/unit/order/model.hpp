@@ -39,6 +39,10 @@ struct Scenario {
   // call of ours ran for it (read.bpf.h udp_first_read). Otherwise an
   // earlier data-ready call made it, and every datagram before was read.
   bool fresh_socket = false;
+  // Datagrams whose data-ready calls run before any read takes one: the
+  // reader away while a backlog builds (an overflow without exploring
+  // every way to reach it).
+  int backlog = 0;
 };
 
 // A reader's read: it dequeues (holding), looks, then takes the lock. A read
