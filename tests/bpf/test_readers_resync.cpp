@@ -184,5 +184,6 @@ TEST_CASE("readers: UDP slots after an overflow, 16 threads in bursts", "[bpf][r
     SKIP("netlatd's records have no `sport` (schema 2): equal-length datagrams cannot be told apart");
   check_no_wrong_records(run);
   CHECK(run.totals.drops["order_lost"] >= 1);
+  check_every_read_counted(run, n);
   CHECK(run.totals.ambiguous_reads + run.verdict.right >= static_cast<uint64_t>(n) * 9 / 10);
 }

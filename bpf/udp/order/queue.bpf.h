@@ -136,10 +136,11 @@ static __always_inline bool mirror_alone(struct mirror_walk *w)
 
 /* A reader more than UDP_BIG_SLOTS datagrams behind: no walk can make a slot,
  * and the walk is what costs (up to UDP_MIRROR_WALK steps that each scan
- * UDP_SCAN slots: ~2-3 us a call under a flood, against ~0.2 us). The call is
- * counted as the append would count it, under the lock; the datagram it
- * announced, if still in the stash, is claimed so that it is counted once
- * (sock_fifo_full), not again when its stash entry is reused. True when done. */
+ * UDP_SCAN slots: ~2-3 us a call under a flood, against ~0.2 us). The slot
+ * the call would have made is missing, as the append would say under the
+ * lock; the newest datagram, if still in the stash, is claimed so that it is
+ * counted once (sock_fifo_full), not again when its stash entry is reused or
+ * expires. True when done. */
 static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
 					       struct udp_big_state **big, struct sk_buff_head *rq,
 					       struct push_counts *pushes)
@@ -150,7 +151,6 @@ static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock
 		return false;
 	bool full = st->tail - st->head >= UDP_BIG_SLOTS;
 	if (full) {
-		pushes->full++;
 		pushes->lost_order = !st->incomplete;
 		st->incomplete = 1;
 		st->missing++;
@@ -158,12 +158,16 @@ static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock
 	bpf_spin_unlock(&st->lock);
 	if (!full)
 		return false;
+	/* Counted by whoever claims the stamps. The calls of a batch do not
+	 * name their datagrams: once the newest is claimed, this call's own is
+	 * an older one, left in the stash and counted when it expires
+	 * (unjoined_expired). Counting each call too counted those twice. */
 	struct sk_buff *newest = rq->prev;
 	if (newest && (void *)newest != (void *)rq) {
 		__u64 key = ptr_value_on(cs, newest, SCRATCH_QUEUE);
 		int way = stash_way(key);
-		if (way >= 0)
-			stash_claim(key, way);
+		if (way >= 0 && stash_claim(key, way))
+			pushes->full++;
 	}
 	return true;
 }

@@ -112,14 +112,13 @@ static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot
 	st->gone -= done & s->gone & ne_bit(st->gone, 0);
 }
 
-/* A new slot at the tail, or NULL (counted) when the socket has none left.
- * Lock held. */
+/* A new slot at the tail, or NULL when the socket has none left: the slots
+ * then stop mirroring the queue. Lock held. */
 static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,
 						    struct push_counts *pushes)
 {
 	make_room(st, big, 1);
 	if (st->tail - st->head >= (st->big ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS)) {
-		pushes->full++;
 		pushes->lost_order |= !st->incomplete;
 		st->incomplete = 1;
 		st->missing++;
@@ -144,8 +143,10 @@ static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_bi
 					const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
 {
 	struct udp_slot *s = slot_append(st, big, pushes);
-	if (!s)
+	if (!s) {
+		pushes->full++; /* its stamps, claimed, are lost here: sock_fifo_full */
 		return;
+	}
 	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
 	s->skb = skb;
 	s->queue_after = before(now, rx->receive_ns);

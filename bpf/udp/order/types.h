@@ -74,7 +74,7 @@ struct udp_big_state {
 /* Counts a push made under the lock, added after it. */
 struct push_counts {
 	__u32 pushed;      /* slots filled */
-	__u32 full;        /* claimed but no slot left */
+	__u32 full;        /* stamps claimed but no slot left (sock_fifo_full) */
 	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
 };
 
