@@ -47,7 +47,8 @@ static __always_inline bool udp_queued_drop(struct sk_buff *skb, const struct cp
  * same call: without this, its slot stayed LIVE, every later read of the
  * socket had one candidate too many, and the slot was written out once as a
  * packet-only record of a datagram no read returned. `pushed`: its stash
- * entry is gone, so its slot holds it (or, untracked, a placeholder);
+ * entry is gone or another CPU's push has just claimed it, so its slot holds
+ * it (or, untracked, a placeholder);
  * otherwise it was dequeued before any data-ready call moved it, and a gone
  * placeholder stands for it (the caller counted it, stack_dropped).
  *
