@@ -325,8 +325,8 @@ struct Checker {
     // What resync_slots needs: the look found the queues empty and no
     // producer mid-batch, and no data-ready call ran since (none made a slot
     // or found none left); with one reader thread, no read in flight.
-    const bool settles =
-        sc.readers == 1 && in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
+    const bool drained = in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
+    const bool settles = sc.readers == 1 && drained;
     order_out out{};
     int result;
     const std::vector<int> live_before = stamped_live(n);
@@ -368,7 +368,6 @@ struct Checker {
     // Several readers on a socket whose slots overflowed: it is never named
     // again, so a look that found it drained and quiet, with no slot made
     // since, leaves no stamped slot behind to go uncounted with the socket.
-    const bool drained = in.quiet && in.head == 0 && n.data_ready == n.readers[r].data_ready_seen;
     if (drained && n.st.readers_many && n.st.incomplete && n.st.stamped)
       fail(where + ": STALE SLOTS KEPT on a drained socket of several readers: " + std::to_string(n.st.stamped) +
            " stamped slots that no read will name");
