@@ -6,15 +6,20 @@
 #define NETLATD_UDP_ORDER_QUEUE_BPF_H
 
 /* Moves the stash entry of `skb_key` into a new slot. False when another CPU
- * moved it first. Lock held. */
+ * moved it first, or, with `seen_at`, when the entry was made at or after
+ * that time: a data-ready walk that began then saw a datagram at this
+ * address queued, so such an entry is a later datagram's (the one seen was
+ * read and freed since, and its address reused). Lock held. */
 static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
-					 __u64 now, struct push_counts *pushes)
+					 __u64 now, __u64 seen_at, struct push_counts *pushes)
 {
 	int way = stash_way(skb_key);
 	if (way < 0)
 		return false;
 	struct netlatd_rx rx;
 	__builtin_memcpy(&rx, &stash_set_of(skb_key)->rx[STASH_WAY(way)], sizeof(rx));
+	if (seen_at && (__s64)(seen_at - rx.receive_ns) <= 0)
+		return false;
 	if (!stash_claim(skb_key, way))
 		return false;
 	push_stamps(st, big, skb_key, &rx, now, pushes);
@@ -187,6 +192,10 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 	if (slots_full_counted(cs, sk, st, &big, rq, pushes))
 		return;
 	for (int attempt = 0; attempt < 3; attempt++) {
+		/* Before the walk: a stash entry made later is not of a datagram
+		 * it saw (push_tracked). */
+		__u64 now = bpf_ktime_get_ns();
+		*now_out = now;
 		struct mirror_walk w = {.cs = cs, .st = st, .big = st->big ? big : NULL, .readq = readq,
 					.rq_at = ptr_value_on(cs, rq, SCRATCH_QUEUE),
 					.readq_at = ptr_value_on(cs, readq, SCRATCH_QUEUE),
@@ -195,8 +204,6 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		if (!mirror_alone(&w))
 			bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
 		const bool done = w.flags & MIRROR_DONE, dequeued = w.flags & MIRROR_DEQUEUED;
-		__u64 now = bpf_ktime_get_ns();
-		*now_out = now;
 		/* Typed again from its number (sk_data_ready came in 6.5, the
 		 * cast in 6.2): a pointer the walk carried would make each step
 		 * two states for the verifier, before and after it found one. */
@@ -215,7 +222,7 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		} else if (stash_has(w.oldest_key)) {
 			/* Before any slot of its address: one LIVE there is an
 			 * older datagram's (the stash entry goes with the push). */
-			made = push_tracked(st, big, w.oldest_key, now, pushes);
+			made = push_tracked(st, big, w.oldest_key, now, now, pushes);
 		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
 					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
 			made = false; /* another CPU's call made it: look again */
@@ -293,7 +300,7 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 	struct push_counts pushes = {};
 	if (!lock_with_big(sk, st, &big))
 		return 0;
-	push_tracked(st, big, key, now, &pushes);
+	push_tracked(st, big, key, now, 0, &pushes);
 	bpf_spin_unlock(&st->lock);
 	struct cpu_state *cs = this_cpu();
 	count_push(cs, &pushes);
