@@ -77,8 +77,13 @@ TEST_CASE("UDP over veth: every stage of every datagram, nothing else", "[bpf][u
   // call and the uncharge past the read's wait (2 of 200 in one of some
   // twenty full-tier runs). That read is ambiguous, and its packet written
   // without its reader: the stages up to the queue, never the read's.
-  INFO("records without a reader " << t.reader_unknown << ", ambiguous reads " << t.ambiguous_reads);
-  CHECK(t.reader_unknown <= t.ambiguous_reads);
+  // A packet-only record is of a datagram whose read was not named: an
+  // ambiguous read's, or an untracked one's (named for a gone placeholder
+  // that kept the stamps of a datagram a read took under its data-ready
+  // call's walk).
+  INFO("records without a reader " << t.reader_unknown << ", ambiguous reads " << t.ambiguous_reads
+                                   << ", untracked reads " << t.untracked_reads);
+  CHECK(t.reader_unknown <= t.ambiguous_reads + t.untracked_reads);
   CHECK(t.ambiguous_reads <= n / 50);
   for (const char *s : kStages) {
     INFO(s);
@@ -158,7 +163,8 @@ BurstResult run_bursts(uint16_t port, int senders) {
       named.push_back(&o);
   // Every read has a record naming it, or is counted.
   CHECK(named.size() + lost == got.lengths.size());
-  CHECK(t.reader_unknown <= t.ambiguous_reads);
+  // Each packet-only record is of a read counted, not named (see above).
+  CHECK(t.reader_unknown <= t.ambiguous_reads + t.untracked_reads);
   // Named records in the order the reads returned, each with the length
   // read: aligned by skipping exactly the reads counted, never more.
   size_t k = 0, skipped = 0, wrong = 0;

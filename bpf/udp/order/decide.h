@@ -222,8 +222,12 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		__u32 pick = 0;
 		for (__u32 i = 0; i < UDP_SCAN; i++)
 			pick += ((fit >> i) & 1) * i;
-		bool placeholder = slots[(h + pick) & mask].no_record;
-		take_slot(st, slots, mask, h + pick, cs, false);
+		/* A gone slot stands for whichever dequeued datagram has no slot
+		 * of its own: it names no read, and one with stamps gives its
+		 * datagram's record without a reader (push_gone_stamps). */
+		struct udp_slot *s = &slots[(h + pick) & mask];
+		bool gone = s->gone, placeholder = s->no_record | gone;
+		take_slot(st, slots, mask, h + pick, cs, gone);
 		return placeholder ? READ_UNTRACKED : READ_MATCH;
 	}
 	if (certain && !live)

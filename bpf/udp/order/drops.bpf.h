@@ -161,15 +161,16 @@ static long drop_scan_step(__u32 i, struct drop_scan *w)
 				    : &w->st->small[idx & (UDP_SMALL_SLOTS - 1)];
 	struct cpu_state *cs = w->cs;
 	__u64 live = eq_bit(s->state, SLOT_LIVE);
-	/* A gone placeholder: kept while there is room (the entries past the
-	 * last take the stores that keep nothing). */
-	__u64 g = live & s->gone & gt_bit(READ_DROPS, cs->ds_ngone);
+	/* A gone placeholder without stamps: kept while there is room (the
+	 * entries past the last take the stores that keep nothing). One with
+	 * stamps stands for its own datagram only, found by its address below. */
+	__u64 g = live & s->gone & s->no_record & gt_bit(READ_DROPS, cs->ds_ngone);
 	cs->ds_gone_at[cs->ds_ngone & (2 * READ_DROPS - 1)] = idx;
 	cs->ds_ngone += (__u32)g;
 	const struct reader_state *rs = w->rs;
 	for (__u32 d = 0; d < READ_DROPS; d++) {
 		__u64 skb = rs->drop_skb[d];
-		__u64 m = live & (s->gone ^ 1) & gt_bit(rs->drop_n, d) & ne_bit(skb, 0) & eq_bit(s->skb, skb) &
+		__u64 m = live & gt_bit(rs->drop_n, d) & ne_bit(skb, 0) & eq_bit(s->skb, skb) &
 			  gt_bit(rs->drop_ns[d], s->rx.receive_ns) & (((cs->ds_found >> d) & 1) ^ 1);
 		cs->ds_at[d] += (__u32)m * (idx - cs->ds_at[d]);
 		cs->ds_found |= (__u32)m << d;

@@ -5,13 +5,14 @@
 #ifndef NETLATD_UDP_ORDER_QUEUE_BPF_H
 #define NETLATD_UDP_ORDER_QUEUE_BPF_H
 
-/* Moves the stash entry of `skb_key` into a new slot. False when another CPU
- * moved it first, or, with `seen_at`, when the entry was made at or after
- * that time: a data-ready walk that began then saw a datagram at this
- * address queued, so such an entry is a later datagram's (the one seen was
- * read and freed since, and its address reused). Lock held. */
+/* Moves the stash entry of `skb_key` into a new slot (with `gone`, a gone
+ * placeholder that keeps the stamps: the datagram was dequeued). False when
+ * another CPU moved it first, or, with `seen_at`, when the entry was made at
+ * or after that time: a data-ready walk that began then saw a datagram at
+ * this address queued, so such an entry is a later datagram's (the one seen
+ * was read and freed since, and its address reused). Lock held. */
 static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb_key,
-					 __u64 now, __u64 seen_at, struct push_counts *pushes)
+					 __u64 now, __u64 seen_at, bool gone, struct push_counts *pushes)
 {
 	int way = stash_way(skb_key);
 	if (way < 0)
@@ -22,9 +23,20 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 		return false;
 	if (!stash_claim(skb_key, way))
 		return false;
-	push_stamps(st, big, skb_key, &rx, now, pushes);
+	if (gone)
+		push_gone_stamps(st, big, skb_key, &rx, now, pushes);
+	else
+		push_stamps(st, big, skb_key, &rx, now, pushes);
 	return true;
 }
+
+/* A data-ready call's first look at the receive queue: its newest datagram,
+ * and the clock just before (push_tracked: a stash entry made later is not
+ * of a datagram the walk saw). */
+struct queue_look {
+	__u64 at_ns;
+	__u64 newest_at; /* as a number */
+};
 
 /* Whether this CPU alone has received the port's packets for a while. */
 static __always_inline bool sole_producer(int pidx, __u64 now)
@@ -186,15 +198,16 @@ static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock
  * could see it. */
 static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
 					  struct sk_buff_head *rq, struct sk_buff_head *readq, struct push_counts *pushes,
-					  __u64 *now_out)
+					  const struct queue_look *look, __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
 	if (slots_full_counted(cs, sk, st, &big, rq, pushes))
 		return;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		/* Before the walk: a stash entry made later is not of a datagram
-		 * it saw (push_tracked). */
-		__u64 now = bpf_ktime_get_ns();
+		 * it saw (push_tracked). The first walk's is the call's first
+		 * look's. */
+		__u64 now = attempt ? bpf_ktime_get_ns() : look->at_ns;
 		*now_out = now;
 		struct mirror_walk w = {.cs = cs, .st = st, .big = st->big ? big : NULL, .readq = readq,
 					.rq_at = ptr_value_on(cs, rq, SCRATCH_QUEUE),
@@ -208,6 +221,10 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		 * cast in 6.2): a pointer the walk carried would make each step
 		 * two states for the verifier, before and after it found one. */
 		struct sk_buff *skb = w.oldest_key ? bpf_core_cast((void *)w.oldest_key, struct sk_buff) : NULL;
+		/* With nothing left to slot, the newest datagram of the call's
+		 * first look, if a read took it since. */
+		__u64 first_key = skb || look->newest_at == w.rq_at ? 0 : look->newest_at;
+		struct sk_buff *first = first_key ? bpf_core_cast((void *)first_key, struct sk_buff) : NULL;
 		if (!lock_with_big(sk, st, &big))
 			return;
 		bool made = true;
@@ -218,11 +235,19 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 			st->incomplete = 1;
 			st->missing++;
 		} else if (!skb || dequeued || !skb->next) {
-			push_placeholder(st, big, 0, 0, 0, pushes);
+			/* A read took the oldest datagram without a slot. The one
+			 * the walk saw queued, or else the newest of the call's first
+			 * look, if a read took it since and it never had a slot,
+			 * keeps its stamps in the gone placeholder. */
+			bool kept = skb ? push_tracked(st, big, w.oldest_key, now, now, true, pushes)
+					: first && !first->next &&
+						  push_tracked(st, big, first_key, now, look->at_ns, true, pushes);
+			if (!kept)
+				push_placeholder(st, big, 0, 0, 0, pushes);
 		} else if (stash_has(w.oldest_key)) {
 			/* Before any slot of its address: one LIVE there is an
 			 * older datagram's (the stash entry goes with the push). */
-			made = push_tracked(st, big, w.oldest_key, now, now, pushes);
+			made = push_tracked(st, big, w.oldest_key, now, now, false, pushes);
 		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
 					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
 			made = false; /* another CPU's call made it: look again */
@@ -255,6 +280,14 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	int pidx = port_index(sk->__sk_common.skc_num);
 	if (pidx < 0)
 		return 0;
+	/* The queue's newest datagram, first of all: if a read takes it
+	 * before the walk below, its address is still known from here, and
+	 * its stamps go into the gone placeholder of this call
+	 * (push_gone_stamps). One a read took before this look leaves nothing
+	 * to tie them to. The lookups below take about as long as the
+	 * kernel's own way here from the queueing. */
+	__u64 look_ns = bpf_ktime_get_ns();
+	struct sk_buff *newest = sk->sk_receive_queue.prev;
 	struct sk_buff_head *rq = &sk->sk_receive_queue;
 	struct udp_sock *up = bpf_core_cast(sk, struct udp_sock);
 	struct sk_buff_head *readq = &up->reader_queue;
@@ -272,7 +305,8 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	st = udp_state_create(sk);
 	if (!st)
 		return 0;
-	push_mirrored(cs, sk, st, rq, readq, &pushes, &now);
+	struct queue_look look = {.at_ns = look_ns, .newest_at = ptr_value_on(cs, newest, SCRATCH_QUEUE)};
+	push_mirrored(cs, sk, st, rq, readq, &pushes, &look, &now);
 	count_push(cs, &pushes);
 	/* Something pushed: the push read the clock. */
 	if (pushes.pushed)
@@ -300,7 +334,7 @@ static __always_inline int on_udp_enqueue_entry(struct sock *sk, struct sk_buff 
 	struct push_counts pushes = {};
 	if (!lock_with_big(sk, st, &big))
 		return 0;
-	push_tracked(st, big, key, now, 0, &pushes);
+	push_tracked(st, big, key, now, 0, false, &pushes);
 	bpf_spin_unlock(&st->lock);
 	struct cpu_state *cs = this_cpu();
 	count_push(cs, &pushes);

@@ -39,7 +39,7 @@ static __always_inline void make_room(struct udp_sock_state *st, struct udp_big_
  * so choosing per access would double its work at every access. */
 
 /* The newest LIVE slot of `skb` in the scan window, as an offset from the
- * head, or -1. */
+ * head, or -1. A gone slot is never one (push_gone_stamps). */
 static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
 {
 	__u32 h = st->head, n = st->tail - h;
@@ -48,7 +48,7 @@ static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot 
 		if (i >= n)
 			break;
 		struct udp_slot *s = &slots[(h + i) & mask];
-		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE) & (s->gone ^ 1);
 		found += match * (i + 1 - found);
 	}
 	return (int)found - 1;
@@ -63,7 +63,7 @@ static __always_inline int recent_slot_in(struct udp_slot *slots, __u32 mask, __
 		if (i >= n)
 			break;
 		struct udp_slot *s = &slots[(from + i) & mask];
-		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE);
+		__u64 match = eq_bit(s->skb, skb) & eq_bit(s->state, SLOT_LIVE) & (s->gone ^ 1);
 		found += match * (i + 1 - found);
 	}
 	return found ? (int)(n - found) : -1;
@@ -174,6 +174,35 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 		st->marked++;
 		st->gone++;
 	}
+}
+
+/* A gone placeholder that keeps the stamps `rx` of the datagram it stands
+ * for: a data-ready walk saw that datagram queued without a slot, and a read
+ * took it before the call's lock (queue.bpf.h). It sits and counts like any
+ * gone placeholder, a candidate of every read, and names no read: named, or
+ * written out, it gives its datagram's packet-only record. Without it those
+ * stamps stayed in the stash until the entry was reused (unjoined_reused,
+ * the most lost at high rates). Its address `skb` is kept only so that a
+ * drop of that datagram at its read settles it (drops.bpf.h); the head and
+ * the data-ready walk never match a gone slot by address, since the address
+ * may already be a later datagram's. Lock held. */
+static __always_inline void push_gone_stamps(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
+					     const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
+{
+	struct udp_slot *s = slot_append(st, big, pushes);
+	if (!s) {
+		pushes->full++; /* its stamps, claimed, are lost here: sock_fifo_full */
+		return;
+	}
+	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
+	s->skb = skb;
+	s->queue_after = before(now, rx->receive_ns);
+	s->gone = 1;
+	s->marked = 1;
+	st->marked++;
+	st->gone++;
+	st->stamped++;
+	pushes->pushed++;
 }
 
 #endif /* NETLATD_UDP_ORDER_SLOTS_H */

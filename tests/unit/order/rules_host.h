@@ -47,6 +47,12 @@ int order_first_read(struct udp_sock_state *st, bool quiet);
 void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
 		__u32 len, struct push_counts *pushes);
 
+/* The gone placeholder of a datagram a data-ready walk saw queued, which a
+ * read took before the call's lock: it keeps the stamps `rx` (slots.h
+ * push_gone_stamps). */
+void order_push_gone(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
+		     struct push_counts *pushes);
+
 #ifdef __cplusplus
 }
 #endif
