@@ -224,7 +224,7 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 			pick += ((fit >> i) & 1) * i;
 		/* A gone slot stands for whichever dequeued datagram has no slot
 		 * of its own: it names no read, and one with stamps gives its
-		 * datagram's record without a reader (push_gone_stamps). */
+		 * datagram's record without a reader (slots.h push_stamps). */
 		struct udp_slot *s = &slots[(h + pick) & mask];
 		bool gone = s->gone, placeholder = s->no_record | gone;
 		take_slot(st, slots, mask, h + pick, cs, gone);

@@ -23,10 +23,7 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 		return false;
 	if (!stash_claim(skb_key, way))
 		return false;
-	if (gone)
-		push_gone_stamps(st, big, skb_key, &rx, now, pushes);
-	else
-		push_stamps(st, big, skb_key, &rx, now, pushes);
+	push_stamps(st, big, skb_key, &rx, now, gone, pushes);
 	return true;
 }
 
@@ -283,7 +280,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	/* The queue's newest datagram, first of all: if a read takes it
 	 * before the walk below, its address is still known from here, and
 	 * its stamps go into the gone placeholder of this call
-	 * (push_gone_stamps). One a read took before this look leaves nothing
+	 * (push_stamps). One a read took before this look leaves nothing
 	 * to tie them to. The lookups below take about as long as the
 	 * kernel's own way here from the queueing. */
 	__u64 look_ns = bpf_ktime_get_ns();

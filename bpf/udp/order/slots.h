@@ -39,7 +39,7 @@ static __always_inline void make_room(struct udp_sock_state *st, struct udp_big_
  * so choosing per access would double its work at every access. */
 
 /* The newest LIVE slot of `skb` in the scan window, as an offset from the
- * head, or -1. A gone slot is never one (push_gone_stamps). */
+ * head, or -1. A gone slot is never one (push_stamps). */
 static __always_inline int find_slot(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask, __u64 skb)
 {
 	__u32 h = st->head, n = st->tail - h;
@@ -137,10 +137,32 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 }
 
 
+/* Slot `s` stands for a datagram dequeued before it was made: a candidate of
+ * every read wherever it sits, and marked, since a read took it and may have
+ * been left undecided (decide.h). Lock held. */
+static __always_inline void mark_gone(struct udp_sock_state *st, struct udp_slot *s)
+{
+	s->gone = 1;
+	s->marked = 1;
+	st->marked++;
+	st->gone++;
+}
+
 /* A new slot for a tracked datagram: its stamps `rx`, just moved out of the
- * stash entry at `skb`, queued before `now`. Lock held. */
+ * stash entry at `skb`, queued before `now`. Lock held.
+ *
+ * With `gone`, the datagram was dequeued already: a data-ready call saw it
+ * queued without a slot, and a read took it before the call's lock
+ * (queue.bpf.h). Its gone placeholder keeps the stamps. It sits and counts
+ * like any gone placeholder, a candidate of every read, and names no read:
+ * named, or written out, it gives its datagram's packet-only record. Without
+ * it those stamps stayed in the stash until the entry was reused
+ * (unjoined_reused, the most lost at high rates). Its address `skb` is kept
+ * only so that a drop of that datagram at its read settles it (drops.bpf.h);
+ * the head and the data-ready walk never match a gone slot by address, since
+ * the address may already be a later datagram's. */
 static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
-					const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
+					const struct netlatd_rx *rx, __u64 now, bool gone, struct push_counts *pushes)
 {
 	struct udp_slot *s = slot_append(st, big, pushes);
 	if (!s) {
@@ -150,14 +172,15 @@ static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_bi
 	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
 	s->skb = skb;
 	s->queue_after = before(now, rx->receive_ns);
+	if (gone)
+		mark_gone(st, s);
 	st->stamped++;
 	pushes->pushed++;
 }
 
 /* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
- * `len` bytes, seen queued before `now`), or already dequeued (skb 0: `gone`, marked, since a
- * read took it and may have been left undecided, see decide.h). Lock
- * held. */
+ * `len` bytes, seen queued before `now`), or already dequeued (skb 0: gone,
+ * mark_gone). Lock held. */
 static __always_inline void push_placeholder(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
 					     __u32 len, __u64 now, struct push_counts *pushes)
 {
@@ -168,41 +191,8 @@ static __always_inline void push_placeholder(struct udp_sock_state *st, struct u
 	s->skb = skb;
 	s->rx.len = len;
 	s->rx.receive_ns = now;
-	if (!skb) {
-		s->gone = 1;
-		s->marked = 1;
-		st->marked++;
-		st->gone++;
-	}
-}
-
-/* A gone placeholder that keeps the stamps `rx` of the datagram it stands
- * for: a data-ready walk saw that datagram queued without a slot, and a read
- * took it before the call's lock (queue.bpf.h). It sits and counts like any
- * gone placeholder, a candidate of every read, and names no read: named, or
- * written out, it gives its datagram's packet-only record. Without it those
- * stamps stayed in the stash until the entry was reused (unjoined_reused,
- * the most lost at high rates). Its address `skb` is kept only so that a
- * drop of that datagram at its read settles it (drops.bpf.h); the head and
- * the data-ready walk never match a gone slot by address, since the address
- * may already be a later datagram's. Lock held. */
-static __always_inline void push_gone_stamps(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
-					     const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
-{
-	struct udp_slot *s = slot_append(st, big, pushes);
-	if (!s) {
-		pushes->full++; /* its stamps, claimed, are lost here: sock_fifo_full */
-		return;
-	}
-	__builtin_memcpy(&s->rx, rx, sizeof(*rx));
-	s->skb = skb;
-	s->queue_after = before(now, rx->receive_ns);
-	s->gone = 1;
-	s->marked = 1;
-	st->marked++;
-	st->gone++;
-	st->stamped++;
-	pushes->pushed++;
+	if (!skb)
+		mark_gone(st, s);
 }
 
 #endif /* NETLATD_UDP_ORDER_SLOTS_H */

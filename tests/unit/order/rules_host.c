@@ -49,11 +49,11 @@ void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
 		push_placeholder(st, big, skb, len, 0, pushes);
 		return;
 	}
-	push_stamps(st, big, skb, rx, rx->receive_ns + 1, pushes);
+	push_stamps(st, big, skb, rx, rx->receive_ns + 1, false, pushes);
 }
 
 void order_push_gone(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
 		     struct push_counts *pushes)
 {
-	push_gone_stamps(st, big, skb, rx, rx->receive_ns + 1, pushes);
+	push_stamps(st, big, skb, rx, rx->receive_ns + 1, true, pushes);
 }

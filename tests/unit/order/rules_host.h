@@ -49,7 +49,7 @@ void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb,
 
 /* The gone placeholder of a datagram a data-ready walk saw queued, which a
  * read took before the call's lock: it keeps the stamps `rx` (slots.h
- * push_gone_stamps). */
+ * push_stamps with gone). */
 void order_push_gone(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
 		     struct push_counts *pushes);
 
