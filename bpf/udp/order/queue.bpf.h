@@ -218,10 +218,21 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		 * cast in 6.2): a pointer the walk carried would make each step
 		 * two states for the verifier, before and after it found one. */
 		struct sk_buff *skb = w.oldest_key ? bpf_core_cast((void *)w.oldest_key, struct sk_buff) : NULL;
-		/* With nothing left to slot, the newest datagram of the call's
-		 * first look, if a read took it since. */
-		__u64 first_key = skb || look->newest_at == w.rq_at ? 0 : look->newest_at;
-		struct sk_buff *first = first_key ? bpf_core_cast((void *)first_key, struct sk_buff) : NULL;
+		/* Whose stamps a gone placeholder may keep: the datagram the walk
+		 * chose (if dequeued by the lock, below), or with nothing left to
+		 * slot, the newest of the call's first look if a read took it
+		 * since (dequeued now, dequeued at the lock). As numbers the
+		 * verifier does not know: one walk of what follows, not three. */
+		__u64 gone_key = w.oldest_key, gone_seen = now;
+		if (!gone_key && look->newest_at != w.rq_at) {
+			struct sk_buff *first = bpf_core_cast((void *)look->newest_at, struct sk_buff);
+			if (!first->next) {
+				gone_key = look->newest_at;
+				gone_seen = look->at_ns;
+			}
+		}
+		gone_key = opaque_on(cs, gone_key, SCRATCH_QUEUE);
+		gone_seen = opaque_on(cs, gone_seen, SCRATCH_QUEUE);
 		if (!lock_with_big(sk, st, &big))
 			return;
 		bool made = true;
@@ -233,13 +244,9 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 			st->missing++;
 		} else if (!skb || dequeued || !skb->next) {
 			/* A read took the oldest datagram without a slot. The one
-			 * the walk saw queued, or else the newest of the call's first
-			 * look, if a read took it since and it never had a slot,
-			 * keeps its stamps in the gone placeholder. */
-			bool kept = skb ? push_tracked(st, big, w.oldest_key, now, now, true, pushes)
-					: first && !first->next &&
-						  push_tracked(st, big, first_key, now, look->at_ns, true, pushes);
-			if (!kept)
+			 * the call saw queued, if it never had a slot, keeps its
+			 * stamps in the gone placeholder. */
+			if (!gone_key || !push_tracked(st, big, gone_key, now, gone_seen, true, pushes))
 				push_placeholder(st, big, 0, 0, 0, pushes);
 		} else if (stash_has(w.oldest_key)) {
 			/* Before any slot of its address: one LIVE there is an
