@@ -47,7 +47,6 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 	rx->dport = bpf_ntohs(p->l4.dport);
 	rx->sport = bpf_ntohs(p->l4.sport);
 	rx->flags = flags;
-	rx->l4proto = p->l4proto;
 }
 
 static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx,

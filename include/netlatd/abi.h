@@ -154,7 +154,8 @@ struct netlatd_wire_reader {
 	__u64 cgroup;   /* its cgroup v2 id; 0 unless asked for (--by cgroup, --cgroup) */
 };
 
-/* What netif_receive_skb learned of a packet. 48 bytes. The earlier stamps
+/* What netif_receive_skb learned of a packet. 40 bytes (TCP or not is in
+ * `flags`: a UDP socket's slots hold 1,024 of these at 56 bytes). The earlier stamps
  * are kept as distances back from receive_ns (0 = not seen): no stage before
  * it lasts 4 s. */
 struct netlatd_rx {
@@ -169,8 +170,6 @@ struct netlatd_rx {
 	__u16 dport;          /* host order */
 	__u16 sport;          /* host order */
 	__u16 flags;          /* enum netlatd_packet_flags */
-	__u8 l4proto;
-	__u8 _pad[7];
 };
 
 /*
@@ -219,7 +218,7 @@ struct netlatd_watch {
  * four entries per datagram of a queue 262,144 deep. */
 #define NETLATD_STASH_ENTRIES_MAX 1048576u
 
-/* One set of the stash, 256 bytes: 64 a way. Its ways' owners and queueing
+/* One set of the stash, 224 bytes: 56 a way. Its ways' owners and queueing
  * stamps share its first cache line, so that a lookup reads one line
  * whichever way holds the datagram, or none does (most lookups of the
  * queue-order path are of datagrams no longer there); the receive stamps

@@ -1,6 +1,7 @@
 #include "loader.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -203,7 +204,7 @@ std::string stash_entries_error(uint64_t entries) {
 
 std::string stash_description(uint32_t entries, UdpJoin join) {
   const uint64_t kib = uint64_t{entries} * kStashEntryBytes / 1024;
-  const std::string size = kib >= 1024 ? fmt::format("{} MiB", kib / 1024) : fmt::format("{} KiB", kib);
+  const std::string size = kib >= 1024 ? fmt::format("{:g} MiB", kib / 1024.0) : fmt::format("{} KiB", kib);
   // Where reads are named, an entry waits for its read: with a quarter of
   // the entries queued unread, full sets lose about 4 datagrams in 1,000
   // (abi.h), and more as the queues deepen.
@@ -231,8 +232,8 @@ SlotsDescription slots_description(UdpJoin join, uint64_t optmem_max) {
     d.text += fmt::format("net.core.optmem_max {} leaves room for them", optmem_max);
   else
     d.text += fmt::format("net.core.optmem_max {} is below the {} they need: a reader more than {} datagrams "
-                          "behind counts sock_fifo_full (sysctl -w net.core.optmem_max=65536)",
-                          optmem_max, need, UDP_SMALL_SLOTS);
+                          "behind counts sock_fifo_full (sysctl -w net.core.optmem_max={})",
+                          optmem_max, need, UDP_SMALL_SLOTS, std::bit_ceil(need));
   return d;
 }
 

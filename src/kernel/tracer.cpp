@@ -22,10 +22,10 @@
 
 namespace netlatd {
 
-static_assert(sizeof(netlatd_rx) == 48, "netlatd_rx layout (abi.h)");
-static_assert(kStashEntryBytes == 64, "a stash set: 64 bytes a way (abi.h)");
+static_assert(sizeof(netlatd_rx) == 40, "netlatd_rx layout (abi.h)");
+static_assert(kStashEntryBytes == 56, "a stash set: 56 bytes a way (abi.h)");
 static_assert(sizeof(netlatd_watch_key) == 12 && sizeof(netlatd_watch) == 8, "watch layout (abi.h)");
-static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 64, "tcp_segs layout (abi.h)");
+static_assert(sizeof(netlatd_tcp_key) == 16 && sizeof(netlatd_tcp_seg) == 56, "tcp_segs layout (abi.h)");
 
 // Declared in the order they are made; destroyed the other way: the links
 // first, so no program runs while the ring and the maps go away.

@@ -232,8 +232,8 @@ const OptionSpec kOptions[] = {
          throw Error(ExitCode::Usage, "--ringbuf-mb " + kRingbufValues);
      }},
     {{"--stash-entries", "stash_entries",
-      "Datagrams the kernel side can hold between arrival and read: a power of two from 4096 to 1048576, 64 "
-      "bytes each (default 32768, 2 MiB); raise it for deeper unread UDP queues",
+      "Datagrams the kernel side can hold between arrival and read: a power of two from 4096 to 1048576, 56 "
+      "bytes each (default 32768, 1.75 MiB); raise it for deeper unread UDP queues",
       Reload::NeedsRestart,
       [](const Options &running, Options &next) {
         // The table is sized when the programs load.

@@ -43,20 +43,19 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
   VethNamespaces net;
   net.set_mtu(9000);  // datagram i is 16 + i bytes long
   // Bursts of 8 every ~800 us from one CPU; the reader sleeps its first
-  // 150 ms, so some thousand datagrams wait in its (16 MiB) receive buffer:
-  // far more than a socket's 512 slots. Then it drains them, and reads the
-  // rest as they come. (One datagram every 100 us, the sender's sleeps
-  // stretched by a loaded machine, once queued only 254 in those 150 ms:
-  // no overflow to resync from.) A sender on time sends 1,500 in those
-  // 150 ms: with 3,000 in all, the reader caught up past the half the test
-  // needs after it whenever the sender's sleeps did not overshoot. 4,000
-  // leave the reader another 150 ms to catch up before that.
-  const int n = 4000;
+  // 300 ms, so some 3,000 datagrams wait in its (16 MiB) receive buffer:
+  // far more than a socket's 1,024 slots, even if a loaded machine stretches
+  // the sender's sleeps by half. Then it drains them, and reads the rest as
+  // they come. (One datagram every 100 us, the sender's sleeps stretched by a
+  // loaded machine, once queued only 254 in 150 ms: no overflow to resync
+  // from.) The reader catches up soon after it wakes; the 8,000 in all leave
+  // it another 500 ms of datagrams that come to a drained socket.
+  const int n = 8000;
   ReaderRunSpec spec;
   spec.port = port;
   spec.to = net.rx_addr;
   spec.reader_mode = "udp";
-  spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--delay-ms", "150",
+  spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--delay-ms", "300",
                       "--expect", std::to_string(n)};
   spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(n / 8), "--burst-size", "8",

@@ -19,7 +19,7 @@ using nltest::run_netlatd;
 
 namespace {
 
-const std::string kMust = "must be a power of two from 4096 to 1048576 (entries of 64 bytes)";
+const std::string kMust = "must be a power of two from 4096 to 1048576 (entries of 56 bytes)";
 
 struct ConfigFile {
   std::string path;
@@ -110,15 +110,15 @@ TEST_CASE("stash entries: a reload keeps the running size, with one line", "[sta
 
 TEST_CASE("stash entries: the description says the size and what fills it", "[stash]") {
   CHECK(stash_description(32768, UdpJoin::Consume) ==
-        "32768 entries (2 MiB); holds every UDP datagram queued unread, up to about 8192 in all before full sets "
+        "32768 entries (1.75 MiB); holds every UDP datagram queued unread, up to about 8192 in all before full sets "
         "lose some (unjoined_reused)");
   CHECK(stash_description(4096, UdpJoin::OrderProdq) ==
-        "4096 entries (256 KiB); a UDP datagram leaves it when queued on its socket");
-  CHECK(stash_description(1048576, UdpJoin::Order).rfind("1048576 entries (64 MiB); ", 0) == 0);
+        "4096 entries (224 KiB); a UDP datagram leaves it when queued on its socket");
+  CHECK(stash_description(1048576, UdpJoin::Order).rfind("1048576 entries (56 MiB); ", 0) == 0);
 }
 
 // The queue-order join's slots live in socket storage, charged against
-// net.core.optmem_max: 20 KiB before 6.9 has no room for 512 of 64 bytes,
+// net.core.optmem_max: 20 KiB before 6.9 has no room for 1,024 of 56 bytes,
 // and the daemon must say so rather than leave the operator guessing why a
 // deep queue counts sock_fifo_full.
 TEST_CASE("slots: the description says whether optmem_max leaves room for them", "[stash]") {
@@ -126,11 +126,12 @@ TEST_CASE("slots: the description says whether optmem_max leaves room for them",
   const SlotsDescription roomy = slots_description(UdpJoin::OrderProdq, 131072);
   CHECK(roomy.room);
   CHECK(roomy.text ==
-        "8 per socket, 512 once it needs more (32 KiB of socket storage); net.core.optmem_max 131072 leaves room "
+        "8 per socket, 1024 once it needs more (56 KiB of socket storage); net.core.optmem_max 131072 leaves room "
         "for them");
   const SlotsDescription tight = slots_description(UdpJoin::Order, 20480);
   CHECK_FALSE(tight.room);
   CHECK(tight.text.find("net.core.optmem_max 20480 is below the ") != std::string::npos);
   CHECK(tight.text.find("a reader more than 8 datagrams behind counts sock_fifo_full") != std::string::npos);
+  CHECK(tight.text.find("(sysctl -w net.core.optmem_max=65536)") != std::string::npos);
   CHECK(slots_description(UdpJoin::Order, 0).room);
 }

@@ -34,12 +34,13 @@ struct udp_slot {
 /* Slots a read or a data-ready call looks at past the head: the datagrams
  * taken by reads in flight and the newest ones. */
 #define UDP_SCAN 16
-/* 32 KiB: socket storage is charged against net.core.optmem_max, 128 KiB by
- * default since 6.9; below (20 KiB before it) a socket cannot have them, and
- * stays on its inline slots (the daemon says so at start and in --check).
- * Twice 256 cut sock_fifo_full at 200k pps on 6.18 by 4 to 9 times in two
- * A/B rounds (docs/BENCHMARKS.md). */
-#define UDP_BIG_SLOTS 512
+/* 56 KiB: a socket-storage value must stay under 64 KiB (1,024 slots of 64
+ * bytes were refused), and it is charged against net.core.optmem_max, 128 KiB
+ * by default since 6.9; below (20 KiB before it) a socket cannot have them,
+ * and stays on its inline slots (the daemon says so at start and in
+ * --check). Each doubling from 256 cut what a reader far behind loses at
+ * 200k pps on 6.18 (docs/BENCHMARKS.md). */
+#define UDP_BIG_SLOTS 1024
 
 struct udp_sock_state {
 	struct bpf_spin_lock lock;  /* guards everything below and the socket's udp_big */

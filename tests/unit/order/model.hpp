@@ -61,7 +61,7 @@ constexpr int kMaxDatagrams = 12;
 constexpr int kMaxReaders = 3;
 constexpr int kProducers = 2;
 // A scenario makes a few dozen slots at most, so a state keeps only the
-// first big slots (copied per state: all UDP_BIG_SLOTS, 32 KiB, made the
+// first big slots (copied per state: all UDP_BIG_SLOTS, 56 KiB, made the
 // sanitizer tiers' checker minutes slower); the rules get a whole table
 // (checker.hpp BigSlots), and a slot past these fails the scenario.
 constexpr uint32_t kBigKept = 64;
