@@ -214,7 +214,7 @@ struct netlatd_watch {
 #define NETLATD_STASH_WAYS (1u << NETLATD_STASH_WAY_BITS)
 #define NETLATD_STASH_ENTRIES_MIN 4096u
 #define NETLATD_STASH_ENTRIES_DEFAULT 32768u
-/* 64 MiB of kernel memory, a bound on what one mistyped flag can ask for:
+/* 56 MiB of kernel memory, a bound on what one mistyped flag can ask for:
  * four entries per datagram of a queue 262,144 deep. */
 #define NETLATD_STASH_ENTRIES_MAX 1048576u
 

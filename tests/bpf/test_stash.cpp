@@ -37,7 +37,7 @@ TEST_CASE("stash: --check and the start log say the size --stash-entries gave", 
   const Exit e = run_netlatd({"--check", "--stash-entries", "8192"});
   INFO(e.out << e.err);
   CHECK(e.code == 0);
-  CHECK(e.out.find("UDP stash (--stash-entries): 8192 entries (512 KiB); ") != std::string::npos);
+  CHECK(e.out.find("UDP stash (--stash-entries): 8192 entries (448 KiB); ") != std::string::npos);
 }
 
 TEST_CASE("stash: the smallest, 4096 entries, loads and traces bursts with no wrong record", "[bpf][stash]") {
@@ -48,12 +48,12 @@ TEST_CASE("stash: the smallest, 4096 entries, loads and traces bursts with no wr
   ReaderRun run = four_readers(net, 5471, "4096");
   report("4 threads, --stash-entries 4096", run);
   INFO(run.totals.err);
-  CHECK(run.totals.err.find("UDP stash: 4096 entries (256 KiB); ") != std::string::npos);
+  CHECK(run.totals.err.find("UDP stash: 4096 entries (224 KiB); ") != std::string::npos);
   check_no_wrong_records(run);
   CHECK(run.verdict.right > 0);
 }
 
-TEST_CASE("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts with no wrong record",
+TEST_CASE("stash: the largest, 1048576 entries (56 MiB), loads and traces bursts with no wrong record",
           "[bpf][stash]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
@@ -62,7 +62,7 @@ TEST_CASE("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts
   ReaderRun run = four_readers(net, 5472, "1048576");
   report("4 threads, --stash-entries 1048576", run);
   INFO(run.totals.err);
-  CHECK(run.totals.err.find("UDP stash: 1048576 entries (64 MiB); ") != std::string::npos);
+  CHECK(run.totals.err.find("UDP stash: 1048576 entries (56 MiB); ") != std::string::npos);
   check_no_wrong_records(run);
   CHECK(run.verdict.right > 0);
 }

@@ -86,7 +86,7 @@ SUITE = [
     # that only a large one holds where the kernel names reads.
     ("stash: --check and the start log say the size --stash-entries gave", "stash"),
     ("stash: the smallest, 4096 entries, loads and traces bursts with no wrong record", "stash"),
-    ("stash: the largest, 1048576 entries (64 MiB), loads and traces bursts with no wrong record", "stash"),
+    ("stash: the largest, 1048576 entries (56 MiB), loads and traces bursts with no wrong record", "stash"),
     ("stash: 20000 datagrams queued unread, traced whole by 1048576 entries", "stash"),
     ("stash: 20000 datagrams queued unread, counted by the smallest 4096 entries", "stash"),
 ]
