@@ -161,17 +161,20 @@ TEST_CASE("readers: a UDP socket's slots resync after an overflow, 4 threads", "
 // backlog larger than the slots: many reads in flight whenever the queue
 // drains. Resyncing there once named a wrong datagram (a read in flight with
 // a datagram whose slot the resync had written out): nothing here may name a
-// wrong reader, and every read is named or counted.
+// wrong reader, and every read is named or counted. The readers sleep 150 ms
+// first: a sender on time has queued some 3,200 by then, three times the
+// 1,024 slots. (With 60 ms, some 1,100 on time here: CI's slower sender once
+// stayed under the slots, and there was no overflow to test.)
 TEST_CASE("readers: UDP slots after an overflow, 16 threads in bursts", "[bpf][readers][resync]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   VethNamespaces net;
-  const int bursts = 48, burst_size = 64, n = bursts * burst_size;
+  const int bursts = 96, burst_size = 64, n = bursts * burst_size;
   ReaderRunSpec spec;
   spec.port = 5423;
   spec.to = net.rx_addr;
   spec.reader_mode = "udp";
-  spec.reader_args = {"--bind", spec.to, "--threads", "16", "--call", "recvfrom", "--delay-ms", "60",
+  spec.reader_args = {"--bind", spec.to, "--threads", "16", "--call", "recvfrom", "--delay-ms", "150",
                       "--expect", std::to_string(n)};
   spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(bursts), "--burst-size",
