@@ -218,10 +218,11 @@ struct netlatd_watch {
  * four entries per datagram of a queue 262,144 deep. */
 #define NETLATD_STASH_ENTRIES_MAX 1048576u
 
-/* One set of the stash, 224 bytes: 56 a way. Its ways' owners and queueing
- * stamps share its first cache line, so that a lookup reads one line
- * whichever way holds the datagram, or none does (most lookups of the
- * queue-order path are of datagrams no longer there); the receive stamps
+/* One set of the stash, 224 bytes: 56 a way. Its ways' owners share one
+ * cache line (a set starts on a line or halfway into one), so that a lookup
+ * reads one line whichever way holds the datagram, or none does (most
+ * lookups of the queue-order path are of datagrams no longer there); the
+ * queueing stamps (in that line for every other set) and the receive stamps
  * follow, read only once found. */
 struct netlatd_stash_set {
 	__u64 skb[NETLATD_STASH_WAYS];       /* each way's owner; 0 = free, 1 = being written */
