@@ -204,7 +204,7 @@ std::string stash_entries_error(uint64_t entries) {
 
 std::string stash_description(uint32_t entries, UdpJoin join) {
   const uint64_t kib = uint64_t{entries} * kStashEntryBytes / 1024;
-  const std::string size = kib >= 1024 ? fmt::format("{:g} MiB", kib / 1024.0) : fmt::format("{} KiB", kib);
+  const std::string size = kib >= 1024 ? fmt::format("{:g} MiB", static_cast<double>(kib) / 1024) : fmt::format("{} KiB", kib);
   // Where reads are named, an entry waits for its read: with a quarter of
   // the entries queued unread, full sets lose about 4 datagrams in 1,000
   // (abi.h), and more as the queues deepen.
