@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: (BSD-2-Clause OR GPL-2.0-only) */
 /* netlatd kernel side: a UDP socket's slots, one datagram each in the order
- * the socket queued them (socket-local storage: eight inline, 256 in a second
+ * the socket queued them (socket-local storage: eight inline, 1,024 in a second
  * storage once a socket holds more). Everything in a socket's slots changes
  * under its bpf_spin_lock, where no helper may be called: counts are
  * collected in a struct and added after the unlock. */
