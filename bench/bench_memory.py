@@ -17,6 +17,7 @@ UNITS = [
     ("tcp_segs", "per TCP segment from netif_receive_skb to its read (key + value)"),
     ("readers", "per thread that read a watched socket (task storage)"),
     ("cpu_states", "per possible CPU"),
+    ("udp_resync_outs", "more per possible CPU, joined by queue order (a resync's records)"),
 ]
 
 

@@ -270,8 +270,9 @@ enum netlatd_drop {
 	NETLATD_DROP_TCP_GAP,           /* a TCP read went past bytes no entry tracked: segments in that gap are not reported */
 	NETLATD_DROP_TCP_COPIES,        /* two copies of a TCP segment reached TCP as new data: whose stamps is not known */
 	NETLATD_DROP_READER_FORGOTTEN,  /* counted by the daemon: a record whose reader it had forgotten (idle 60 s) */
-	NETLATD_DROP_ORDER_GIVEN_UP,    /* UDP datagrams whose slot was given up without a record (a resync, a drained
-					 * socket of several readers): taken by reads counted ambiguous */
+	NETLATD_DROP_ORDER_GIVEN_UP,    /* UDP datagrams whose slot a resync, or a drained socket of several readers,
+					 * gave up without a record: stale after a drop a read could not tell for
+					 * sure; taken by reads counted ambiguous */
 	NETLATD_DROP_COUNT
 };
 

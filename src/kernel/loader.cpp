@@ -97,6 +97,14 @@ void size_stash(netlatd_bpf &skel, uint32_t entries) {
   skel.rodata->targ_stash_set_mask = sets - 1;
 }
 
+// What a UDP resync writes out, one buffer per possible CPU (48 KiB each);
+// only one where the kernel names reads and nothing resyncs.
+void size_resync_outs(netlatd_bpf &skel, const HookPlan &plan, int ncpus) {
+  const uint32_t n = plan.udp_join == UdpJoin::Consume ? 1 : static_cast<uint32_t>(ncpus);
+  if (int err = bpf_map__set_max_entries(skel.maps.udp_resync_outs, n))
+    throw Error(ExitCode::Software, "cannot size the UDP resync buffers: " + errno_text(err));
+}
+
 // The stash as the kernel holds it, mapped into the daemon at load.
 std::span<netlatd_stash_set> mapped_stash(netlatd_bpf &skel) {
   size_t bytes = 0;
@@ -256,6 +264,7 @@ LoadedObject load_programs(const HookPlan &plan, const TracerConfig &config) {
   set_rodata(*o.skel, plan, config);
   size_stash(*o.skel, config.stash_entries);
   o.aggregate = set_aggregate(*o.skel, config, o.ncpus);
+  size_resync_outs(*o.skel, plan, o.ncpus);
   o.programs = choose_programs(*o.skel, plan);
   const uint64_t load_start = monotonic_ns();
   load(*o.skel);

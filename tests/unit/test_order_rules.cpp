@@ -48,8 +48,9 @@ TEST_CASE("order rules: more datagrams in flight than slots: the big slots take 
 
 // Several readers whose slots overflowed: the socket's reads are never named
 // again (retire.h), and once a read finds it drained its stale slots are
-// given up and counted (order_given_up), not left to leave with the socket.
-TEST_CASE("order rules: several readers past the inline slots: stale slots counted once drained", "[order]") {
+// written out (each once, none still queued), not left to leave with the
+// socket.
+TEST_CASE("order rules: several readers past the inline slots: stale slots written once drained", "[order]") {
   Scenario sc{"2 readers, 9 queued into 8 inline slots, 1 more as they read", std::vector<Datagram>(10), 2, 1};
   sc.backlog = 9;
   run(sc);

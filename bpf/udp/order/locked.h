@@ -10,7 +10,8 @@
 
 /* A UDP read's decision under its socket's lock, on the slots in use. */
 static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_slot *slots, __u32 mask,
-					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+					 const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp,
+					 struct udp_resync_out *ro)
 {
 	int r;
 	if (!st->reader_tid)
@@ -27,7 +28,7 @@ static __always_inline int udp_decide_on(struct udp_sock_state *st, struct udp_s
 	hp->kind = (enum head_kind)(o >> 48);
 	hp->idx = (__u32)o;
 	retire_marked(st, slots, mask, in, cs, hp);
-	resync_slots(st, slots, mask, in, cs);
+	resync_slots(st, slots, mask, in, cs, ro);
 	advance_head(st, slots, mask);
 	return r;
 }
@@ -56,12 +57,14 @@ static __always_inline int udp_first_decide(struct udp_sock_state *st, bool quie
 	return READ_AMBIGUOUS;
 }
 
+/* `ro`: this CPU's buffer for what a resync writes out (NULL: none). */
 static __always_inline int udp_decide(struct udp_sock_state *st, struct udp_big_state *big,
-				      const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp)
+				      const struct udp_read_in *in, struct cpu_state *cs, struct head_pos *hp,
+				      struct udp_resync_out *ro)
 {
 	if (st->big && big)
-		return udp_decide_on(st, big->slots, UDP_BIG_SLOTS - 1, in, cs, hp);
-	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp);
+		return udp_decide_on(st, big->slots, UDP_BIG_SLOTS - 1, in, cs, hp, ro);
+	return udp_decide_on(st, st->small, UDP_SMALL_SLOTS - 1, in, cs, hp, ro);
 }
 
 #endif /* NETLATD_UDP_ORDER_LOCKED_H */

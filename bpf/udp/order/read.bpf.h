@@ -15,6 +15,28 @@ static __always_inline void emit_out(struct cpu_state *cs, const struct read_vie
 	cs->n_out = 0;
 }
 
+/* One packet-only record of a resync's (a bpf_loop callback: up to 1,024). */
+struct resync_emit {
+	struct udp_resync_out *ro;
+};
+
+static long resync_emit_step(__u32 i, struct resync_emit *e)
+{
+	struct udp_resync_rec *r = &e->ro->recs[i & (UDP_BIG_SLOTS - 1)];
+	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
+	return 0;
+}
+
+/* This CPU's buffer for a resync's records. A lookup in an array is a few
+ * inlined instructions: made for every read, since a pointer that may or
+ * may not be NULL on two ways into the lock would be two walks of all that
+ * the verifier follows under it. */
+static __always_inline struct udp_resync_out *resync_out(void)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	return bpf_map_lookup_elem(&udp_resync_outs, &cpu);
+}
+
 
 /* No state yet: this read took a datagram no data-ready call of ours had
  * seen when it looked. What it owes is decided under the lock
@@ -86,11 +108,13 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 		in.sole = sole_producer(pidx, v->now);
 	}
 	struct head_pos hp = {.kind = HEAD_EMPTY};
+	struct resync_emit re = {.ro = resync_out()};
 	cs->n_out = 0;
+	cs->n_resync = 0;
 	cs->given_up = 0;
 	if (!lock_with_big(sk, st, &big))
 		return;
-	int r = udp_decide(st, big, &in, cs, &hp);
+	int r = udp_decide(st, big, &in, cs, &hp, re.ro);
 	bpf_spin_unlock(&st->lock);
 	if (cs->given_up)
 		ADD_ON(cs, drops, NETLATD_DROP_ORDER_GIVEN_UP, cs->given_up);
@@ -99,6 +123,8 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	else if (r == READ_UNTRACKED)
 		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 	emit_out(cs, v);
+	if (cs->n_resync && re.ro)
+		bpf_loop(cs->n_resync, resync_emit_step, &re, 0);
 }
 
 #endif /* NETLATD_UDP_ORDER_READ_BPF_H */

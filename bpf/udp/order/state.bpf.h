@@ -28,6 +28,17 @@ struct {
 	__type(value, struct udp_big_state);
 } udp_bigs SEC(".maps");
 
+/* Each CPU's buffer for what a resync writes out (retire.h resync_slots),
+ * indexed by CPU: 48 KiB each, too large for a per-CPU map's value. Sized to
+ * the possible CPUs by the daemon before load, and to one where the kernel
+ * names reads (no resync there). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct udp_resync_out);
+} udp_resync_outs SEC(".maps");
+
 /* The socket's big slots, when it has (or may need) them. Looked up before
  * the lock; under it, `st->big` set with no `big` means another CPU promoted
  * the socket in between (see lock_with_big). */

@@ -72,6 +72,21 @@ struct udp_big_state {
 	struct udp_slot slots[UDP_BIG_SLOTS];
 };
 
+/* What a resync writes out (retire.h resync_slots): the packet's half of a
+ * stale slot, copied under the lock into the reading CPU's buffer and written
+ * as a packet-only record after the unlock. 48 bytes. */
+struct udp_resync_rec {
+	struct netlatd_rx rx;
+	__u32 queue_after;
+	__u32 _pad;
+};
+
+/* One CPU's buffer of them (map udp_resync_outs, one per possible CPU): room
+ * for every slot a socket can have, so that a resync gives none up. */
+struct udp_resync_out {
+	struct udp_resync_rec recs[UDP_BIG_SLOTS];
+};
+
 /* Counts a push made under the lock, added after it. */
 struct push_counts {
 	__u32 pushed;      /* slots filled */

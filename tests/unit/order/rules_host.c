@@ -1,6 +1,7 @@
 /* bpf/udp/order/'s plain-C rules, compiled for the host (rules_host.h). */
 #include "rules_host.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #ifndef __always_inline
@@ -11,6 +12,7 @@
 /* The part of the BPF object's per-CPU state the rules use: a read's records. */
 struct cpu_state {
 	__u32 n_out;
+	__u32 n_resync;
 	__u32 given_up;
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 out_ambiguous[UDP_OUT_MAX];
@@ -30,13 +32,24 @@ static __always_inline bool stash_has(__u64 skb) { return order_stash_has(skb); 
 int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
 	       struct order_out *out)
 {
+	/* The BPF object's is a map value per CPU: one here, as large. */
+	static _Thread_local struct udp_resync_out ro;
 	struct cpu_state cs = {0};
 	struct head_pos hp = {.kind = HEAD_EMPTY};
-	int r = udp_decide(st, big, in, &cs, &hp);
-	out->n = cs.n_out;
+	int r = udp_decide(st, big, in, &cs, &hp, &ro);
+	if (cs.n_out + cs.n_resync > ORDER_OUT_MAX)
+		abort();
+	out->n = cs.n_out + cs.n_resync;
 	out->given_up = cs.given_up;
-	memcpy(out->out, cs.out, sizeof(out->out));
-	memcpy(out->ambiguous, cs.out_ambiguous, sizeof(out->ambiguous));
+	memcpy(out->out, cs.out, cs.n_out * sizeof(cs.out[0]));
+	memcpy(out->ambiguous, cs.out_ambiguous, cs.n_out);
+	for (__u32 i = 0; i < cs.n_resync; i++) {
+		struct udp_slot *s = &out->out[cs.n_out + i];
+		memset(s, 0, sizeof(*s));
+		s->rx = ro.recs[i].rx;
+		s->queue_after = ro.recs[i].queue_after;
+		out->ambiguous[cs.n_out + i] = 1;
+	}
 	return r;
 }
 

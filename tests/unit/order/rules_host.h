@@ -16,13 +16,18 @@
 extern "C" {
 #endif
 
+/* Records a turn can write in the checker's scenarios: its own and
+ * retirements' (UDP_OUT_MAX), then a resync's (at most a window's slots,
+ * fewer than this in every scenario: order_read aborts if not). */
+#define ORDER_OUT_MAX (2 * UDP_OUT_MAX)
+
 /* What a read's turn under the lock wrote out: slots copied as records, each
- * with its reader (0) or packet-only (1). */
+ * with its reader (0) or packet-only (1); a resync's last, packet-only. */
 struct order_out {
 	__u32 n;
 	__u32 given_up;  /* stamped slots a resync left without a record */
-	struct udp_slot out[UDP_OUT_MAX];
-	__u8 ambiguous[UDP_OUT_MAX];
+	struct udp_slot out[ORDER_OUT_MAX];
+	__u8 ambiguous[ORDER_OUT_MAX];
 };
 
 /* Whether the stash still holds a datagram at this address (not yet moved
