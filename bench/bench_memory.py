@@ -13,6 +13,7 @@ from bench_proc import run
 UNITS = [
     ("udp_socks", "per UDP socket that queued a watched datagram (socket storage)"),
     ("udp_bigs", "more per UDP socket more than 7 datagrams behind, joined by queue order"),
+    ("udp_spills", "more per UDP socket more than 1,024 datagrams behind, joined by queue order"),
     ("tcp_socks", "per TCP socket read with a watched segment (socket storage)"),
     ("tcp_segs", "per TCP segment from netif_receive_skb to its read (key + value)"),
     ("readers", "per thread that read a watched socket (task storage)"),

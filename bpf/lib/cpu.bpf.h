@@ -40,7 +40,7 @@ struct cpu_state {
 	__u32 given_up;  /* stamped slots given up without a record (retire.h) */
 	__u32 n_out;
 	__u32 n_resync;  /* records a resync left in this CPU's udp_resync_outs */
-	__u32 _pad1;
+	__u32 n_spill;   /* and in the socket's udp_spills */
 	/* TCP: the skb tcp_probe last stamped here, and its range, so that a
 	 * drop of it right after (TCP refused it) undoes the stamps. */
 	__u64 probed_skb;

@@ -227,13 +227,16 @@ std::string stash_description(uint32_t entries, UdpJoin join) {
 SlotsDescription slots_description(UdpJoin join, uint64_t optmem_max) {
   if (join == UdpJoin::Consume)
     return {};
-  // Both in one socket's storage, with the kernel's own headers (a few
+  // All in one socket's storage, with the kernel's own headers (a few
   // hundred bytes) and whatever else the socket holds there: 1 KiB spare.
-  const uint64_t need = sizeof(udp_sock_state) + sizeof(udp_big_state) + 1024;
+  const uint64_t slots_need = sizeof(udp_sock_state) + sizeof(udp_big_state) + 1024;
+  const uint64_t need = slots_need + sizeof(udp_spill_state);
   SlotsDescription d;
   d.room = optmem_max == 0 || optmem_max >= need;
-  d.text = fmt::format("{} per socket, {} once it needs more ({} KiB of socket storage); ", UDP_SMALL_SLOTS,
-                       UDP_BIG_SLOTS, sizeof(udp_big_state) / 1024);
+  d.text = fmt::format("{} per socket, {} once it needs more, and the stamps of {} past them ({} KiB of socket "
+                       "storage); ",
+                       UDP_SMALL_SLOTS, UDP_BIG_SLOTS, UDP_SPILL,
+                       (sizeof(udp_big_state) + sizeof(udp_spill_state)) / 1024);
   if (optmem_max == 0)
     d.text += "net.core.optmem_max unknown";
   else if (d.room)
@@ -241,7 +244,8 @@ SlotsDescription slots_description(UdpJoin join, uint64_t optmem_max) {
   else
     d.text += fmt::format("net.core.optmem_max {} is below the {} they need: a reader more than {} datagrams "
                           "behind counts sock_fifo_full (sysctl -w net.core.optmem_max={})",
-                          optmem_max, need, UDP_SMALL_SLOTS, std::bit_ceil(need));
+                          optmem_max, need, optmem_max >= slots_need ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS,
+                          std::bit_ceil(need));
   return d;
 }
 

@@ -55,3 +55,19 @@ TEST_CASE("order rules: several readers past the inline slots: stale slots writt
   sc.backlog = 9;
   run(sc);
 }
+
+// Datagrams that find the slots full keep their stamps in the socket's
+// spill (slots.h push_full), to be written out when the socket is found
+// drained: each once, none while still queued, none left behind uncounted;
+// with one reader the socket resyncs and names its reads again.
+TEST_CASE("order rules: datagrams past the slots keep their stamps in the spill", "[order]") {
+  Scenario one{"one reader, 9 queued into 8 inline slots and the spill, 2 more as it reads",
+               std::vector<Datagram>(11), 1, 2};
+  one.spill = true;
+  one.backlog = 9;
+  run(one);
+  Scenario two{"2 readers, 10 queued into 8 inline slots and the spill", std::vector<Datagram>(10), 2, 1};
+  two.spill = true;
+  two.backlog = 10;
+  run(two);
+}

@@ -119,19 +119,22 @@ TEST_CASE("stash entries: the description says the size and what fills it", "[st
 
 // The queue-order join's slots live in socket storage, charged against
 // net.core.optmem_max: 20 KiB before 6.9 has no room for 1,024 of 56 bytes,
-// and the daemon must say so rather than leave the operator guessing why a
-// deep queue counts sock_fifo_full.
+// nor 64 KiB for the spill past them, and the daemon must say so rather than
+// leave the operator guessing why a deep queue counts sock_fifo_full.
 TEST_CASE("slots: the description says whether optmem_max leaves room for them", "[stash]") {
   CHECK(slots_description(UdpJoin::Consume, 20480).text.empty());
   const SlotsDescription roomy = slots_description(UdpJoin::OrderProdq, 131072);
   CHECK(roomy.room);
   CHECK(roomy.text ==
-        "8 per socket, 1024 once it needs more (56 KiB of socket storage); net.core.optmem_max 131072 leaves room "
-        "for them");
+        "8 per socket, 1024 once it needs more, and the stamps of 1280 past them (116 KiB of socket storage); "
+        "net.core.optmem_max 131072 leaves room for them");
   const SlotsDescription tight = slots_description(UdpJoin::Order, 20480);
   CHECK_FALSE(tight.room);
   CHECK(tight.text.find("net.core.optmem_max 20480 is below the ") != std::string::npos);
   CHECK(tight.text.find("a reader more than 8 datagrams behind counts sock_fifo_full") != std::string::npos);
-  CHECK(tight.text.find("(sysctl -w net.core.optmem_max=65536)") != std::string::npos);
+  CHECK(tight.text.find("(sysctl -w net.core.optmem_max=131072)") != std::string::npos);
+  const SlotsDescription no_spill = slots_description(UdpJoin::Order, 65536);
+  CHECK_FALSE(no_spill.room);
+  CHECK(no_spill.text.find("a reader more than 1024 datagrams behind counts sock_fifo_full") != std::string::npos);
   CHECK(slots_description(UdpJoin::Order, 0).room);
 }

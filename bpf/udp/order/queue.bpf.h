@@ -46,8 +46,8 @@ static __always_inline void count_push(struct cpu_state *cs, const struct push_c
 {
 	if (pushes->lost_order)
 		COUNT_ON(cs, drops, NETLATD_DROP_ORDER_LOST);
-	if (pushes->pushed)
-		ADD_ON(cs, counters, NETLATD_CNT_QUEUED, pushes->pushed);
+	if (pushes->pushed + pushes->spilled)
+		ADD_ON(cs, counters, NETLATD_CNT_QUEUED, pushes->pushed + pushes->spilled);
 	if (pushes->full)
 		ADD_ON(cs, drops, NETLATD_DROP_SOCK_FIFO_FULL, pushes->full);
 }
@@ -152,36 +152,43 @@ static __always_inline bool mirror_alone(struct mirror_walk *w)
  * and the walk is what costs (up to UDP_MIRROR_WALK steps that each scan
  * UDP_SCAN slots: ~2-3 us a call under a flood, against ~0.2 us). The slot
  * the call would have made is missing, as the append would say under the
- * lock; the newest datagram, if still in the stash, is claimed so that it is
- * counted once (sock_fifo_full), not again when its stash entry is reused or
- * expires. True when done. */
+ * lock; the newest datagram, if still in the stash, is claimed, its stamps
+ * kept in the socket's spill or counted once (slots.h push_full), not again
+ * when its stash entry is reused or expires. True when done.
+ *
+ * The calls of a batch do not name their datagrams: once the newest is
+ * claimed, this call's own is an older one, left in the stash and counted
+ * when it expires (unjoined_expired). Counting each call too counted those
+ * twice. */
 static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
 					       struct udp_big_state **big, struct sk_buff_head *rq,
-					       struct push_counts *pushes)
+					       const struct queue_look *look, struct push_counts *pushes)
 {
 	if (!st->big || st->tail - st->head < UDP_BIG_SLOTS)
 		return false;
-	if (!lock_with_big(sk, st, big))
-		return false;
-	bool full = st->tail - st->head >= UDP_BIG_SLOTS;
-	if (full) {
-		pushes->lost_order = !st->incomplete;
-		st->incomplete = 1;
-		st->missing++;
-	}
-	bpf_spin_unlock(&st->lock);
-	if (!full)
-		return false;
-	/* Counted by whoever claims the stamps. The calls of a batch do not
-	 * name their datagrams: once the newest is claimed, this call's own is
-	 * an older one, left in the stash and counted when it expires
-	 * (unjoined_expired). Counting each call too counted those twice. */
+	/* Claimed before the lock (no helper may run under it): if the slots
+	 * turn out to have room after all, its stamps are counted lost. */
+	struct netlatd_rx rx;
+	bool claimed = false;
 	struct sk_buff *newest = rq->prev;
 	if (newest && (void *)newest != (void *)rq) {
 		__u64 key = ptr_value_on(cs, newest, SCRATCH_QUEUE);
 		int way = stash_way(key);
-		if (way >= 0 && stash_claim(key, way))
-			pushes->full++;
+		if (way >= 0) {
+			__builtin_memcpy(&rx, &stash_set_of(key)->rx[STASH_WAY(way)], sizeof(rx));
+			claimed = stash_claim(key, way);
+		}
+	}
+	struct udp_spill_state *spill = claimed ? udp_spill_of(sk) : NULL;
+	/* Whatever happens below, the call is done: with room after all (a
+	 * read found the socket drained between the look and the lock), its
+	 * slot is missing, the socket out of order again. One way on from
+	 * here, so that the verifier walks the rest of the call once. */
+	if (lock_with_big(sk, st, big)) {
+		push_full(st, spill, claimed ? &rx : NULL, look->at_ns, pushes);
+		bpf_spin_unlock(&st->lock);
+	} else {
+		pushes->full += claimed;
 	}
 	return true;
 }
@@ -198,7 +205,7 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 					  const struct queue_look *look, __u64 *now_out)
 {
 	struct udp_big_state *big = udp_big_of(sk, st, st->tail - st->head >= UDP_SMALL_SLOTS - 1);
-	if (slots_full_counted(cs, sk, st, &big, rq, pushes))
+	if (slots_full_counted(cs, sk, st, &big, rq, look, pushes))
 		return;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		/* Before the walk: a stash entry made later is not of a datagram

@@ -15,9 +15,12 @@ static __always_inline void emit_out(struct cpu_state *cs, const struct read_vie
 	cs->n_out = 0;
 }
 
-/* One packet-only record of a resync's (a bpf_loop callback: up to 1,024). */
+/* The packet-only records a resync writes after the unlock (retire.h
+ * write_stale): the stale slots from this CPU's buffer, then the spill from
+ * the socket's (bpf_loop callbacks: up to 1,024 and 1,280). */
 struct resync_emit {
 	struct udp_resync_out *ro;
+	struct udp_spill_state *spill;
 };
 
 static long resync_emit_step(__u32 i, struct resync_emit *e)
@@ -25,6 +28,31 @@ static long resync_emit_step(__u32 i, struct resync_emit *e)
 	struct udp_resync_rec *r = &e->ro->recs[i & (UDP_BIG_SLOTS - 1)];
 	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
 	return 0;
+}
+
+static long spill_emit_step(__u32 i, struct resync_emit *e)
+{
+	if (i >= UDP_SPILL)
+		return 1;
+	struct udp_resync_rec *r = &e->spill->recs[i];
+	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
+	return 0;
+}
+
+/* The spill written out, and opened again to the datagrams that find the
+ * slots full. */
+static __always_inline void write_spill(struct cpu_state *cs, struct sock *sk, struct udp_sock_state *st,
+					struct resync_emit *re)
+{
+	__u32 n = cs->n_spill;
+	re->spill = bpf_sk_storage_get(&udp_spills, sk, 0, 0);
+	if (re->spill)
+		bpf_loop(n, spill_emit_step, re, 0);
+	else
+		ADD_ON(cs, drops, NETLATD_DROP_ORDER_GIVEN_UP, n); /* defensive: it was there under the lock */
+	bpf_spin_lock(&st->lock);
+	st->spill_busy = 0;
+	bpf_spin_unlock(&st->lock);
 }
 
 /* This CPU's buffer for a resync's records. A lookup in an array is a few
@@ -111,6 +139,7 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	struct resync_emit re = {.ro = resync_out()};
 	cs->n_out = 0;
 	cs->n_resync = 0;
+	cs->n_spill = 0;
 	cs->given_up = 0;
 	if (!lock_with_big(sk, st, &big))
 		return;
@@ -125,6 +154,8 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	emit_out(cs, v);
 	if (cs->n_resync && re.ro)
 		bpf_loop(cs->n_resync, resync_emit_step, &re, 0);
+	if (cs->n_spill)
+		write_spill(cs, sk, st, &re);
 }
 
 #endif /* NETLATD_UDP_ORDER_READ_BPF_H */

@@ -80,7 +80,8 @@ static __always_inline void empty_window(struct udp_sock_state *st)
 
 /* The window's stale slots written out: each stamped LIVE one copied into the
  * CPU's buffer `ro`, to be written after the unlock as a packet-only record
- * (read by the reads that owe them); all 1,024 if need be. Writing only the
+ * (read by the reads that owe them); all 1,024 if need be; and the spill
+ * after them (slots.h push_full). Writing only the
  * 16 in sight gave up the other 1,008 of every overflow: the most lost at
  * 200k pps on one socket. With no buffer at hand, or after a drop that could
  * not be told for sure (a slot may stand for a datagram the kernel dropped),
@@ -92,8 +93,8 @@ static __always_inline void write_stale(struct udp_sock_state *st, struct udp_sl
 {
 	/* The whole window: at most mask + 1 slots (slot_append). */
 	__u32 h = st->head, n = st->tail - h, k = 0;
+	__u64 keep_all = st->drops_unsure ^ 1;
 	if (ro) {
-		__u64 keep_all = st->drops_unsure ^ 1;
 		for (__u32 i = 0; i <= mask; i++) {
 			if (i >= n)
 				break;
@@ -105,7 +106,14 @@ static __always_inline void write_stale(struct udp_sock_state *st, struct udp_sl
 		}
 	}
 	cs->n_resync = k;
-	cs->given_up = st->stamped - k;
+	/* The spill: datagrams queued after every slot's, all dequeued too.
+	 * The read writes it out from the socket's storage after the unlock;
+	 * until it is done (spill_busy), no datagram joins the spill. */
+	__u32 spilled = st->spilled * (__u32)keep_all;
+	cs->n_spill = spilled;
+	st->spill_busy |= (__u32)ne_bit(spilled, 0);
+	cs->given_up = st->stamped - k + (st->spilled - spilled);
+	st->spilled = 0;
 }
 
 /* Slots that stopped mirroring the queue (`incomplete`: a datagram got no

@@ -178,6 +178,34 @@ static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_bi
 	pushes->pushed++;
 }
 
+/* A datagram that finds its socket's slots full: the slots stop mirroring the
+ * queue (its data-ready call makes no slot). Its stamps `rx` (claimed from the
+ * stash; NULL: none), queued before `now`, go into the socket's spill while
+ * it has room and no read is writing it out; else they are lost, counted
+ * (sock_fifo_full). Every datagram past the slots is queued after all of
+ * theirs, and its read is counted ambiguous until the socket is found
+ * drained: then the spill is written out with the stale slots (retire.h
+ * write_stale). Lock held. */
+static __always_inline void push_full(struct udp_sock_state *st, struct udp_spill_state *spill,
+				      const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
+{
+	pushes->lost_order |= !st->incomplete;
+	st->incomplete = 1;
+	st->missing++;
+	if (!rx)
+		return;
+	__u32 i = st->spilled;
+	if (!spill || st->spill_busy || i >= UDP_SPILL) {
+		pushes->full++;
+		return;
+	}
+	struct udp_resync_rec *r = &spill->recs[i];
+	__builtin_memcpy(&r->rx, rx, sizeof(*rx));
+	r->queue_after = before(now, rx->receive_ns);
+	st->spilled = i + 1;
+	pushes->spilled++;
+}
+
 /* A slot for a datagram netlatd gives no record of: still queued (`skb`, of
  * `len` bytes, seen queued before `now`), or already dequeued (skb 0: gone,
  * mark_gone). Lock held. */

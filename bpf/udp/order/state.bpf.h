@@ -39,6 +39,22 @@ struct {
 	__type(value, struct udp_resync_out);
 } udp_resync_outs SEC(".maps");
 
+/* Only for sockets whose big slots were once full (slots.h push_full); no
+ * lock of its own (udp_socks' guards it, and spill_busy while a read writes
+ * it out). */
+struct {
+	__uint(type, BPF_MAP_TYPE_SK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct udp_spill_state);
+} udp_spills SEC(".maps");
+
+static __always_inline struct udp_spill_state *udp_spill_of(struct sock *sk)
+{
+	struct udp_spill_state *spill = bpf_sk_storage_get(&udp_spills, sk, 0, BPF_SK_STORAGE_GET_F_CREATE);
+	return spill ? spill : bpf_sk_storage_get(&udp_spills, sk, 0, 0);
+}
+
 /* The socket's big slots, when it has (or may need) them. Looked up before
  * the lock; under it, `st->big` set with no `big` means another CPU promoted
  * the socket in between (see lock_with_big). */

@@ -65,6 +65,8 @@ struct udp_sock_state {
 				     * for sure: stale slots are never written out (resync_slots) */
 	__u32 stamped;              /* LIVE slots with stamps (not placeholders): those a resync
 				     * gives up without a record are counted (order_given_up) */
+	__u32 spilled;              /* stamps kept in the socket's udp_spill (slots.h spill_stamps) */
+	__u32 spill_busy;           /* a read is writing the spill out: nothing joins it meanwhile */
 	struct udp_slot small[UDP_SMALL_SLOTS];
 };
 
@@ -81,6 +83,18 @@ struct udp_resync_rec {
 	__u32 _pad;
 };
 
+/* The stamps of datagrams that found the big slots full, in the order they
+ * came (socket-local storage, only for a socket that once did): written out
+ * with the stale slots when the socket is next found drained (retire.h
+ * write_stale). 61,440 bytes, beside the big slots' 57,344: a socket-storage
+ * value must stay under 64 KiB. With it, a reader 2,304 datagrams behind
+ * loses none; without it, every datagram past the 1,024 slots lost its
+ * stamps (sock_fifo_full, the most lost at the bench's max rate). */
+#define UDP_SPILL 1280
+struct udp_spill_state {
+	struct udp_resync_rec recs[UDP_SPILL];
+};
+
 /* One CPU's buffer of them (map udp_resync_outs, one per possible CPU): room
  * for every slot a socket can have, so that a resync gives none up. */
 struct udp_resync_out {
@@ -92,6 +106,7 @@ struct push_counts {
 	__u32 pushed;      /* slots filled */
 	__u32 full;        /* stamps claimed but no slot left (sock_fifo_full) */
 	__u32 lost_order;  /* the socket's slots stopped mirroring its queue */
+	__u32 spilled;     /* stamps kept in the spill instead (slots.h push_full) */
 };
 
 /* What a read knows before it takes its socket's lock (where no kfunc, not

@@ -75,6 +75,8 @@ struct Checker {
     path.push_back(what);
     if (!n.big.empty() && n.st.tail > kBigKept)
       fail("a slot past the " + std::to_string(kBigKept) + " big slots a state keeps");
+    if (n.st.spilled > kSpillKept)
+      fail("a spilled datagram past the " + std::to_string(kSpillKept) + " a state keeps");
     explore(n);
     path.pop_back();
   }
@@ -87,6 +89,15 @@ struct Checker {
       if (slot.state == SLOT_LIVE && !slot.no_record)
         ids.push_back(static_cast<int>(slot.rx.receive_ns) - 1);
     }
+    return ids;
+  }
+
+  // And those whose stamps wait in the spill: every datagram that got its
+  // stamps in, and is neither written nor given up.
+  static std::vector<int> stamped_held(const State &s) {
+    std::vector<int> ids = stamped_live(s);
+    for (uint32_t i = 0; i < s.st.spilled; ++i)
+      ids.push_back(static_cast<int>(s.spill[i].rx.receive_ns) - 1);
     return ids;
   }
 
@@ -162,8 +173,10 @@ struct Checker {
     rx.len = g.len;
     push_counts pushes{};
     {
-      BigSlots slots(n);  // synced back before the step explores on
-      udp_big_state *big = slots.get();
+      Whole<udp_slot, UDP_BIG_SLOTS> slots(n.big);  // synced back before the step explores on
+      Whole<udp_resync_rec, UDP_SPILL> spill(n.spill);
+      udp_big_state *big = slots.as<udp_big_state>();
+      udp_spill_state *sp = spill.as<udp_spill_state>();
       if (n.taken_by[d] >= 0)
         n.gone[d] = 1;  // a read took it first
       if (stashed) {
@@ -171,10 +184,10 @@ struct Checker {
         if (n.gone[d])
           order_push_gone(&n.st, big, skb(addr), &rx, &pushes);
         else
-          order_push(&n.st, big, skb(addr), &rx, 0, &pushes);
-        n.stamped[d] = pushes.pushed > 0;
+          order_push(&n.st, big, sp, skb(addr), &rx, 0, &pushes);
+        n.stamped[d] = pushes.pushed + pushes.spilled > 0;
       } else {
-        order_push(&n.st, big, n.gone[d] ? 0 : skb(addr), nullptr, n.gone[d] ? 0 : g.len, &pushes);
+        order_push(&n.st, big, sp, n.gone[d] ? 0 : skb(addr), nullptr, n.gone[d] ? 0 : g.len, &pushes);
       }
     }
     step(n, "dr" + std::to_string(d) + (n.gone[d] ? "(gone)" : ""));
@@ -297,28 +310,32 @@ struct Checker {
     return true;
   }
 
-  // The state's big slots as the rules index them: a whole table, the kept
-  // ones copied in and back out when done.
-  class BigSlots {
+  // A table the rules index whole (the big slots, the spill), of which a
+  // state keeps only the first few: copied in, and back out when done.
+  template <typename Elem, size_t kWhole>
+  class Whole {
   public:
-    explicit BigSlots(State &n) : n_(n) {
-      if (n_.big.empty())
+    explicit Whole(std::vector<Elem> &kept) : kept_(kept) {
+      if (kept_.empty())
         return;
-      static thread_local std::vector<udp_slot> whole(UDP_BIG_SLOTS);
-      std::copy(n_.big.begin(), n_.big.end(), whole.begin());
+      static thread_local std::vector<Elem> whole(kWhole);
+      std::copy(kept_.begin(), kept_.end(), whole.begin());
       table_ = whole.data();
     }
-    ~BigSlots() {
+    ~Whole() {
       if (table_)
-        std::copy(table_, table_ + kBigKept, n_.big.begin());
+        std::copy(table_, table_ + kept_.size(), kept_.begin());
     }
-    BigSlots(const BigSlots &) = delete;
-    BigSlots &operator=(const BigSlots &) = delete;
-    udp_big_state *get() const { return reinterpret_cast<udp_big_state *>(table_); }
+    Whole(const Whole &) = delete;
+    Whole &operator=(const Whole &) = delete;
+    template <typename Table>
+    Table *as() const {
+      return reinterpret_cast<Table *>(table_);
+    }
 
   private:
-    State &n_;
-    udp_slot *table_ = nullptr;
+    std::vector<Elem> &kept_;
+    Elem *table_ = nullptr;
   };
 
   void locked_turn(State &n, int r) {
@@ -339,10 +356,11 @@ struct Checker {
     const bool settles = sc.readers == 1 && drained;
     order_out out{};
     int result;
-    const std::vector<int> live_before = stamped_live(n);
+    const std::vector<int> live_before = stamped_held(n);
     {
-      BigSlots slots(n);
-      result = order_read(&n.st, slots.get(), &in, &out);
+      Whole<udp_slot, UDP_BIG_SLOTS> slots(n.big);
+      Whole<udp_resync_rec, UDP_SPILL> spill(n.spill);
+      result = order_read(&n.st, slots.as<udp_big_state>(), spill.as<udp_spill_state>(), &in, &out);
     }
     const std::string where = where_of(n, r);
     bool own_named = false;
@@ -362,7 +380,7 @@ struct Checker {
     // A stamped slot that left the window unwritten was given up, and the
     // turn counts each such one: no datagram leaves without a record or a
     // count (the identity traced + counted = received, per datagram).
-    const std::vector<int> live_after = stamped_live(n);
+    const std::vector<int> live_after = stamped_held(n);
     uint32_t left = 0;
     for (int id : live_before)
       if (!n.written[id] && std::find(live_after.begin(), live_after.end(), id) == live_after.end()) {
@@ -378,9 +396,9 @@ struct Checker {
     // Several readers on a socket whose slots overflowed: it is never named
     // again, so a look that found it drained and quiet, with no slot made
     // since, leaves no stamped slot behind to go uncounted with the socket.
-    if (drained && n.st.readers_many && n.st.incomplete && n.st.stamped)
+    if (drained && n.st.readers_many && n.st.incomplete && (n.st.stamped || n.st.spilled))
       fail(where + ": STALE SLOTS KEPT on a drained socket of several readers: " + std::to_string(n.st.stamped) +
-           " stamped slots that no read will name");
+           " stamped slots, " + std::to_string(n.st.spilled) + " spilled, that no read will name");
   }
 
   std::string where_of(const State &n, int r) const {
@@ -418,7 +436,7 @@ struct Checker {
   // (with at most UDP_SCAN of them, all in sight: the scenarios are smaller).
   void check_settled(const State &n, const std::string &where) {
     const udp_sock_state &st = n.st;
-    if (st.owed_unsure || st.incomplete || st.owed || st.live)
+    if (st.owed_unsure || st.incomplete || st.owed || st.live || st.spilled || st.spill_busy)
       fail(where + ": DOUBT KEPT after a read looked at a drained, quiet socket: owed_unsure " +
            std::to_string(st.owed_unsure) + ", incomplete " + std::to_string(st.incomplete) + ", owed " +
            std::to_string(st.owed) + ", live " + std::to_string(st.live));
@@ -434,7 +452,7 @@ struct Checker {
       fail(std::string(sc.name) + ": a read counted twice or not at all");
     // Each datagram that got its stamps into a slot is written once, given
     // up once (counted), or still LIVE in its slot (the socket's close).
-    const std::vector<int> live = stamped_live(s);
+    const std::vector<int> live = stamped_held(s);
     for (int d = 0; d < total; ++d)
       if (s.stamped[d] && s.written[d] + s.given_up[d] +
                                   (std::find(live.begin(), live.end(), d) != live.end() ? 1 : 0) != 1)
@@ -452,6 +470,8 @@ Checker run(const Scenario &sc) {
   s.has_state = !sc.fresh_socket;
   if (sc.big)
     s.big.resize(kBigKept);
+  if (sc.spill)
+    s.spill.resize(kSpillKept);
   c.explore(s);
   INFO(sc.name << ": " << c.states << " states, " << c.ends << " ends (" << c.settled_ends
                << " with the second burst on a settled socket); " << c.failure);

@@ -43,6 +43,10 @@ struct Scenario {
   // reader away while a backlog builds (an overflow without exploring
   // every way to reach it).
   int backlog = 0;
+  // A datagram that finds the (inline) slots full keeps its stamps in the
+  // socket's spill (slots.h push_full), as one that finds the big slots full
+  // does in the kernel; written out when the socket is found drained.
+  bool spill = false;
 };
 
 // A reader's read: it dequeues (holding), looks, then takes the lock. A read
@@ -65,10 +69,12 @@ constexpr int kProducers = 2;
 // sanitizer tiers' checker minutes slower); the rules get a whole table
 // (checker.hpp BigSlots), and a slot past these fails the scenario.
 constexpr uint32_t kBigKept = 64;
+constexpr uint32_t kSpillKept = 16;  // likewise of the spill's UDP_SPILL records
 
 struct State {
   udp_sock_state st{};
   std::vector<udp_slot> big;  // the first kBigKept of the socket's big slots, when the scenario allows them
+  std::vector<udp_resync_rec> spill;  // the first kSpillKept of its spill, when the scenario has one
   std::vector<int8_t> queue;  // datagrams queued, oldest first
   std::vector<int8_t> queued_order;
   int8_t next[kProducers] = {};        // of each producer's datagrams, the next to queue
@@ -104,6 +110,8 @@ uint64_t hash_of(const State &s) {
   mix(&s.st, sizeof(s.st));
   for (uint32_t i = s.st.head; i != s.st.tail && !s.big.empty(); ++i)
     mix(&s.big[i % kBigKept], sizeof(udp_slot));
+  for (uint32_t i = 0; i < s.st.spilled && i < s.spill.size(); ++i)
+    mix(&s.spill[i], sizeof(udp_resync_rec));
   mix(s.queue.data(), s.queue.size());
   mix(s.queued_order.data(), s.queued_order.size());
   mix(s.next, sizeof(s.next) + sizeof(s.outstanding) + sizeof(s.slotted) + sizeof(s.gone) + sizeof(s.taken_by) +

@@ -13,6 +13,7 @@
 struct cpu_state {
 	__u32 n_out;
 	__u32 n_resync;
+	__u32 n_spill;
 	__u32 given_up;
 	struct udp_slot out[UDP_OUT_MAX];
 	__u8 out_ambiguous[UDP_OUT_MAX];
@@ -29,35 +30,52 @@ static __always_inline bool stash_has(__u64 skb) { return order_stash_has(skb); 
 #include "udp/order/retire.h"
 #include "udp/order/locked.h"
 
-int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
-	       struct order_out *out)
+static void append_resync(struct order_out *out, const struct udp_resync_rec *recs, __u32 n)
+{
+	if (out->n + n > ORDER_OUT_MAX)
+		abort();
+	for (__u32 i = 0; i < n; i++) {
+		struct udp_slot *s = &out->out[out->n];
+		memset(s, 0, sizeof(*s));
+		s->rx = recs[i].rx;
+		s->queue_after = recs[i].queue_after;
+		out->ambiguous[out->n++] = 1;
+	}
+}
+
+int order_read(struct udp_sock_state *st, struct udp_big_state *big, struct udp_spill_state *spill,
+	       const struct udp_read_in *in, struct order_out *out)
 {
 	/* The BPF object's is a map value per CPU: one here, as large. */
 	static _Thread_local struct udp_resync_out ro;
 	struct cpu_state cs = {0};
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	int r = udp_decide(st, big, in, &cs, &hp, &ro);
-	if (cs.n_out + cs.n_resync > ORDER_OUT_MAX)
-		abort();
-	out->n = cs.n_out + cs.n_resync;
+	out->n = cs.n_out;
 	out->given_up = cs.given_up;
 	memcpy(out->out, cs.out, cs.n_out * sizeof(cs.out[0]));
 	memcpy(out->ambiguous, cs.out_ambiguous, cs.n_out);
-	for (__u32 i = 0; i < cs.n_resync; i++) {
-		struct udp_slot *s = &out->out[cs.n_out + i];
-		memset(s, 0, sizeof(*s));
-		s->rx = ro.recs[i].rx;
-		s->queue_after = ro.recs[i].queue_after;
-		out->ambiguous[cs.n_out + i] = 1;
+	append_resync(out, ro.recs, cs.n_resync);
+	/* What the read does after the unlock (read.bpf.h write_spill), at once
+	 * here: the checker's turns are whole. */
+	if (cs.n_spill) {
+		if (!spill)
+			abort();
+		append_resync(out, spill->recs, cs.n_spill);
+		st->spill_busy = 0;
 	}
 	return r;
 }
 
 int order_first_read(struct udp_sock_state *st, bool quiet) { return udp_first_decide(st, quiet); }
 
-void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
-		__u32 len, struct push_counts *pushes)
+void order_push(struct udp_sock_state *st, struct udp_big_state *big, struct udp_spill_state *spill, __u64 skb,
+		const struct netlatd_rx *rx, __u32 len, struct push_counts *pushes)
 {
+	if (spill && !big && st->tail - st->head >= UDP_SMALL_SLOTS) {
+		push_full(st, spill, rx, rx ? rx->receive_ns + 1 : 0, pushes);
+		return;
+	}
 	if (!rx) {
 		push_placeholder(st, big, skb, len, 0, pushes);
 		return;

@@ -37,8 +37,8 @@ extern bool (*order_stash_has)(__u64 skb);
 /* A read's turn under its socket's lock (locked.h udp_decide): its decision
  * (enum read_result), the records it writes out. `big` NULL: the socket has
  * only its inline slots. */
-int order_read(struct udp_sock_state *st, struct udp_big_state *big, const struct udp_read_in *in,
-	       struct order_out *out);
+int order_read(struct udp_sock_state *st, struct udp_big_state *big, struct udp_spill_state *spill,
+	       const struct udp_read_in *in, struct order_out *out);
 
 /* The turn under the lock of a read that found its socket without state
  * (locked.h udp_first_decide, read.bpf.h udp_first_read): `quiet`, no
@@ -48,9 +48,11 @@ int order_first_read(struct udp_sock_state *st, bool quiet);
 /* A data-ready call's one slot, under the lock: for a tracked datagram still
  * queued (its stamps `rx`, at `skb`), a queued one netlatd does not track
  * (`rx` NULL: a placeholder of `len` bytes), or one a read already took
- * (`skb` 0: a gone placeholder). */
-void order_push(struct udp_sock_state *st, struct udp_big_state *big, __u64 skb, const struct netlatd_rx *rx,
-		__u32 len, struct push_counts *pushes);
+ * (`skb` 0: a gone placeholder). With `spill`, one that finds the slots
+ * full takes the way of a call that finds the big slots full (queue.bpf.h
+ * slots_full_counted: slots.h push_full), here at the inline slots' 8. */
+void order_push(struct udp_sock_state *st, struct udp_big_state *big, struct udp_spill_state *spill, __u64 skb,
+		const struct netlatd_rx *rx, __u32 len, struct push_counts *pushes);
 
 /* The gone placeholder of a datagram a data-ready walk saw queued, which a
  * read took before the call's lock: it keeps the stamps `rx` (slots.h
