@@ -56,9 +56,11 @@ static __always_inline void write_spill(struct cpu_state *cs, struct sock *sk, s
 }
 
 /* This CPU's buffer for a resync's records. A lookup in an array is a few
- * inlined instructions: made for every read, since a pointer that may or
- * may not be NULL on two ways into the lock would be two walks of all that
- * the verifier follows under it. */
+ * inlined instructions: made for every read (one map lookup a packet more),
+ * since a pointer that may or may not be NULL on two ways into the lock is
+ * two walks of all that the verifier follows under it (looked up only when
+ * the socket was out of order, recv_ret_btf's walk went from under 357k
+ * instructions to 548k, and the start 100 ms longer). */
 static __always_inline struct udp_resync_out *resync_out(void)
 {
 	__u32 cpu = bpf_get_smp_processor_id();
