@@ -286,8 +286,15 @@ TEST_CASE("IPv6 UDP and a TCP stream, several ports", "[bpf][tcp][ipv6]") {
                static_cast<unsigned long long>(lost), static_cast<unsigned long long>(t.reader_unknown),
                static_cast<unsigned long long>(t.ambiguous_reads), static_cast<unsigned long long>(t.tcp_read),
                static_cast<unsigned long long>(t.tcp_reported), static_cast<unsigned long long>(t.tcp_skipped));
+  // Every non-zero drop, so that a failure says which reason it met (the
+  // 6.1 guest once read 100 TCP bytes more than were reported or skipped,
+  // with one datagram or segment lost, and the run did not say why).
+  std::string drops;
+  for (const auto &[name, n] : t.drops)
+    if (n)
+      drops += " " + name + "=" + std::to_string(n);
   INFO("lost " << lost << ", records without a reader " << t.reader_unknown << ", ambiguous reads "
-               << t.ambiguous_reads);
+               << t.ambiguous_reads << "; drops:" << (drops.empty() ? " none" : drops));
   CHECK(lost <= 3);
   CHECK(t.reader_unknown <= (n6 + writes) / 50);
   CHECK(t.udp <= n6);
