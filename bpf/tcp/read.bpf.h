@@ -75,14 +75,17 @@ static __always_inline bool tcp_skip_gap(struct read_walk *w)
 static long read_step(__u32 i, struct read_walk *w)
 {
 	struct netlatd_tcp_seg *sg = bpf_map_lookup_elem(&tcp_segs, &w->k);
+	__u32 at = w->k.seq;
 	if (!sg) {
-		if ((__s32)(w->end - w->k.seq) <= 0 || w->k.seq != w->ts->cursor)
+		if ((__s32)(w->end - at) <= 0 || at != w->ts->cursor)
 			return 1; /* past this read, or not the oldest: nothing to heal */
-		return tcp_skip_gap(w) ? 0 : 1;
+		/* On only if it moved: a bridge to where it starts would spin
+		 * to the walk's bound. */
+		return tcp_skip_gap(w) && w->k.seq != at ? 0 : 1;
 	}
 	__u32 se = sg->rx.end_seq;
-	if ((__s32)(se - w->end) > 0)
-		return 1; /* not read to its end yet */
+	if ((__s32)(se - w->end) > 0 || se == at)
+		return 1; /* not read to its end yet (or empty: no way on) */
 	/* Queued: tcp_probe stamped it. Or its bytes were read, so it was
 	 * queued, but tcp_probe did not run for it (a BPF program does not run
 	 * nested in itself, and a softirq can interrupt the one that processes

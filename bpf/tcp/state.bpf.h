@@ -51,8 +51,15 @@ struct {
 #define TCP_SEG_READ 2
 /* Segments one tcp_probe stamps (the skb and those the backlog coalesced into it). */
 #define TCP_COALESCED_MAX 32
-/* Segments one read looks at. */
-#define TCP_READ_WALK 48
+/* Segments one read looks at (a bpf_loop's bound: a walk stops at the first
+ * segment past the read, so only a read that completes that many pays for
+ * them). It was 48: a reader a few ms behind a stream of small writes read
+ * more than 48 segments at once (100-byte writes into a 64 KiB buffer: up to
+ * 655), and those past the 48th, left QUEUED behind the next read, were
+ * counted unseen_read, their bytes read but never reported (the 6.1 guest's
+ * "IPv6 UDP and a TCP stream", once). 4,096 covers a 64 KiB read of
+ * 16-byte segments; a walk that stops moving ends at once (read_step). */
+#define TCP_READ_WALK 4096
 /* A segment left unread this long after it was queued, behind the range of a
  * read that returned, was read by a call netlatd did not see return. */
 #define TCP_ORPHAN_NS 1000000000ULL

@@ -55,10 +55,15 @@ static void *conn_reader(void *arg)
 {
 	struct nlr_worker *w = arg;
 	char *buf = malloc(NLR_BUF);
+	long delay_ms = cfg.delay_ms;
 	w->tid = nl_tid();
 	while (!atomic_load(&nlr_stop)) {
 		struct epoll_event ev[64];
 		int r = epoll_wait(w->epfd, ev, 64, -1);
+		if (r > 0 && delay_ms) {
+			usleep((useconds_t)delay_ms * 1000);
+			delay_ms = 0;
+		}
 		for (int i = 0; i < r; i++) {
 			int fd = ev[i].data.fd;
 			if (fd < 0)
