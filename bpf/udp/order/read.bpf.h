@@ -23,10 +23,15 @@ struct resync_emit {
 	struct udp_spill_state *spill;
 };
 
+/* One of them: a packet-only record, its reader not known. */
+static __always_inline void emit_stale(const struct udp_resync_rec *r)
+{
+	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
+}
+
 static long resync_emit_step(__u32 i, struct resync_emit *e)
 {
-	struct udp_resync_rec *r = &e->ro->recs[i & (UDP_BIG_SLOTS - 1)];
-	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
+	emit_stale(&e->ro->recs[i & (UDP_BIG_SLOTS - 1)]);
 	return 0;
 }
 
@@ -34,8 +39,7 @@ static long spill_emit_step(__u32 i, struct resync_emit *e)
 {
 	if (i >= UDP_SPILL)
 		return 1;
-	struct udp_resync_rec *r = &e->spill->recs[i];
-	emit_record(&r->rx, r->queue_after, true, NULL, NETLATD_READER_AMBIGUOUS);
+	emit_stale(&e->spill->recs[i]);
 	return 0;
 }
 
