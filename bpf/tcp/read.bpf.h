@@ -24,6 +24,8 @@ struct read_walk {
 	__u32 gaps;          /* untracked stretches skipped, or found with nowhere to resume */
 	__u32 skipped;       /* bytes in the stretches skipped */
 	__u32 copies;        /* segments left out: two copies were probed */
+	__u32 too_many;      /* segments of an earlier read past its walk's bound */
+	__u32 cut;           /* this walk reached its bound */
 };
 
 /* The segment at the walk's key was never tracked (it came before netlatd
@@ -74,6 +76,10 @@ static __always_inline bool tcp_skip_gap(struct read_walk *w)
 
 static long read_step(__u32 i, struct read_walk *w)
 {
+	if (i >= TCP_READ_WALK) {
+		w->cut = 1;
+		return 1;
+	}
 	struct netlatd_tcp_seg *sg = bpf_map_lookup_elem(&tcp_segs, &w->k);
 	__u32 at = w->k.seq;
 	if (!sg) {
@@ -103,6 +109,11 @@ static long read_step(__u32 i, struct read_walk *w)
 			if (!copies)
 				emit_tcp(sg, w->v);
 		}
+	} else if (w->ts->cut_valid && (__s32)(se - w->ts->cut_end) <= 0) {
+		/* In the range of a read whose walk stopped at its bound: that
+		 * read's, certainly, and too late for its record. */
+		if (__sync_val_compare_and_swap(&sg->state, was, TCP_SEG_READ) == was)
+			w->too_many++;
 	} else if (w->ts->reader_tid == w->tid || w->v->now - sg->rx.receive_ns > TCP_ORPHAN_NS) {
 		/* Behind this read's range and not read: a call netlatd did not
 		 * see return read it (one thread reads this socket, so no other
@@ -149,34 +160,21 @@ static __always_inline struct tcp_sock_state *tcp_adopt(struct sock *sk, __u32 s
 	return ts;
 }
 
-/* A TCP read returned `ret` bytes: the range (end - ret, end] of the stream,
- * where `end` is copied_seq after this call's last copy. */
-static __always_inline int on_tcp_read(struct sock *sk, int ret, struct reader_state *rs, const struct read_view *v)
+/* The walk of a read of (start, end] from the socket's cursor, and what it
+ * counted. */
+static __always_inline void tcp_walk(struct sock *sk, struct tcp_sock_state *ts, const struct read_view *v,
+				     __u32 start, __u32 end)
 {
-	if (!ret)
-		return 0; /* end of stream: no bytes */
-	struct tcp_sock_state *ts = tcp_state(sk, false);
-	if (!ts || !ts->cursor_valid) {
-		if (!rs || rs->tcp_sk != (__u64)sk)
-			return 0;
-		ts = tcp_adopt(sk, rs->tcp_end - (__u32)ret);
-		if (!ts)
-			return 0; /* nothing tracked was ever queued here */
-	}
-	ADD(counters, NETLATD_CNT_TCP_BYTES_READ, ret);
-	if (!rs || rs->tcp_sk != (__u64)sk) {
-		COUNT(drops, NETLATD_DROP_TCP_RANGE_UNKNOWN);
-		return 0;
-	}
-	struct read_walk w = {.ts = ts, .v = v, .end = rs->tcp_end, .tid = (__u32)v->pid_tgid};
-	w.start = w.end - (__u32)ret;
-	rs->tcp_sk = 0;
-	if (!ts->reader_tid)
-		ts->reader_tid = w.tid;
-	else if (ts->reader_tid != w.tid && ts->reader_tid != ~0U)
-		ts->reader_tid = ~0U; /* read by several threads from now on */
+	struct read_walk w = {.ts = ts, .v = v, .start = start, .end = end, .tid = (__u32)v->pid_tgid};
 	tcp_key_of(sk, ts->cursor, &w.k);
-	bpf_loop(TCP_READ_WALK, read_step, &w, 0);
+	/* + 1: the step that finds the bound reached */
+	bpf_loop(TCP_READ_WALK + 1, read_step, &w, 0);
+	if (w.cut) {
+		ts->cut_end = end;
+		ts->cut_valid = 1;
+	} else if (ts->cut_valid && (__s32)(ts->cursor - ts->cut_end) >= 0) {
+		ts->cut_valid = 0; /* all of it counted: no compare across a wrap */
+	}
 	if (w.unseen)
 		ADD(drops, NETLATD_DROP_UNSEEN_READ, w.unseen);
 	if (w.queue_unseen)
@@ -187,6 +185,46 @@ static __always_inline int on_tcp_read(struct sock *sk, int ret, struct reader_s
 		ADD(counters, NETLATD_CNT_TCP_BYTES_SKIPPED, w.skipped);
 	if (w.copies)
 		ADD(drops, NETLATD_DROP_TCP_COPIES, w.copies);
+	if (w.too_many)
+		ADD(drops, NETLATD_DROP_TCP_READ_TOO_MANY, w.too_many);
+}
+
+/* A TCP read returned `ret` bytes: the range (end - ret, end] of the stream,
+ * where `end` is copied_seq after this call's last copy. A read that returned
+ * none (the end of the stream) after one that went past its walk's bound
+ * walks an empty range at that read's end: the rest of its segments are
+ * counted now, as the only ones behind it. One call of the walk: a second
+ * was 62k more instructions for the verifier to walk. */
+static __always_inline int on_tcp_read(struct sock *sk, int ret, struct reader_state *rs, const struct read_view *v)
+{
+	struct tcp_sock_state *ts = tcp_state(sk, false);
+	__u32 end;
+	if (!ret) {
+		if (!ts || !ts->cursor_valid || !ts->cut_valid)
+			return 0;
+		end = ts->cut_end;
+	} else {
+		if (!ts || !ts->cursor_valid) {
+			if (!rs || rs->tcp_sk != (__u64)sk)
+				return 0;
+			ts = tcp_adopt(sk, rs->tcp_end - (__u32)ret);
+			if (!ts)
+				return 0; /* nothing tracked was ever queued here */
+		}
+		ADD(counters, NETLATD_CNT_TCP_BYTES_READ, ret);
+		if (!rs || rs->tcp_sk != (__u64)sk) {
+			COUNT(drops, NETLATD_DROP_TCP_RANGE_UNKNOWN);
+			return 0;
+		}
+		__u32 tid = (__u32)v->pid_tgid;
+		end = rs->tcp_end;
+		rs->tcp_sk = 0;
+		if (!ts->reader_tid)
+			ts->reader_tid = tid;
+		else if (ts->reader_tid != tid && ts->reader_tid != ~0U)
+			ts->reader_tid = ~0U; /* read by several threads from now on */
+	}
+	tcp_walk(sk, ts, v, end - (__u32)ret, end);
 	return 0;
 }
 

@@ -29,7 +29,11 @@ struct tcp_sock_state {
 	 * the chain goes on. */
 	__u32 stuck_at;
 	__u32 stuck_valid;
-	__u32 _pad;
+	/* A read completed more segments than its walk reports (TCP_READ_WALK):
+	 * those left, up to the end of its range, are counted when a later
+	 * read's walk reaches them (tcp_read_too_many), not as read unseen. */
+	__u32 cut_end;
+	__u32 cut_valid;
 };
 
 struct {
@@ -58,7 +62,10 @@ struct {
  * 655), and those past the 48th, left QUEUED behind the next read, were
  * counted unseen_read, their bytes read but never reported (the 6.1 guest's
  * "IPv6 UDP and a TCP stream", once). 4,096 covers a 64 KiB read of
- * 16-byte segments; a walk that stops moving ends at once (read_step). */
+ * 16-byte segments; a walk that stops moving ends at once (read_step). The
+ * segments of a read past its walk's bound get no record, and are counted
+ * tcp_read_too_many (cut_end above): a bound any higher lets one program run
+ * take milliseconds. */
 #define TCP_READ_WALK 4096
 /* A segment left unread this long after it was queued, behind the range of a
  * read that returned, was read by a call netlatd did not see return. */

@@ -273,6 +273,7 @@ enum netlatd_drop {
 	NETLATD_DROP_ORDER_GIVEN_UP,    /* UDP datagrams whose slot a resync, or a drained socket of several readers,
 					 * gave up without a record: stale after a drop a read could not tell for
 					 * sure; taken by reads counted ambiguous */
+	NETLATD_DROP_TCP_READ_TOO_MANY, /* TCP segments of a read past the TCP_READ_WALK its walk reports: in no record */
 	NETLATD_DROP_COUNT
 };
 

@@ -24,6 +24,7 @@ const char *drop_name(int reason) {
   case NETLATD_DROP_TCP_COPIES: return "tcp_copies";
   case NETLATD_DROP_READER_FORGOTTEN: return "reader_forgotten";
   case NETLATD_DROP_ORDER_GIVEN_UP: return "order_given_up";
+  case NETLATD_DROP_TCP_READ_TOO_MANY: return "tcp_read_too_many";
   }
   return "unknown";
 }

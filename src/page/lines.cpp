@@ -29,7 +29,7 @@ constexpr std::string_view kRowFields[] = {"iface", "dport", "proto", "family", 
                               "pod_uid", "packets", "stages"};
 constexpr std::string_view kDropReasons[] = {
     "inflight_full", "order_given_up", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten", "ringbuf_full",
-    "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap", "tcp_range_unknown",
+    "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap", "tcp_range_unknown", "tcp_read_too_many",
     "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired", "unseen_read"};
 // Counted beside `drops`: records or reads netlatd could not tie whole.
 constexpr std::string_view kLossCounters[] = {"unordered",    "ambiguous_reads",   "untracked_reads",

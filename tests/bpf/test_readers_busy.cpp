@@ -114,18 +114,24 @@ TEST_CASE("readers: 10000 concurrent TCP connections to one watched port", "[bpf
 // as under TCG). A read's walk once looked at 48 segments: those past the
 // 48th were left behind the next read and counted unseen_read, their bytes
 // read but never reported (tcp_bytes.read above reported + skipped).
-TEST_CASE("readers: one TCP read of a hundred segments and more reports each", "[bpf][readers][busy]") {
-  if (auto why = why_no_root_tier(); !why.empty())
-    SKIP(why);
-  const int requests = 400, size = 100;
-  const uint16_t port = 5424;
+namespace {
+
+// One connection carries `requests` writes of `size` bytes, 1 ms apart
+// (TCP_NODELAY: one write, one segment), while its reader sleeps `delay_ms`
+// after the first: its next read takes all that queued meanwhile, many
+// segments at once.
+struct ManySegments {
+  Totals t;
+  uint64_t bytes = 0, largest = 0;
+};
+
+ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requests, int size, int delay_ms) {
+  ManySegments m;
   VethNamespaces net;
   auto nl = start_netlatd(net, {"--port", std::to_string(port)});
   ReaderApp server(net.rx_ns, "tcp-conns",
                    {"--bind", net.rx_addr, "--port", std::to_string(port), "--conns", "1", "--threads", "1",
-                    "--delay-ms", "400", "--idle-ms", "5000"});
-  // TCP_NODELAY and 1 ms between writes: one write, one segment, about
-  // 350 of them queued while the reader sleeps.
+                    "--delay-ms", std::to_string(delay_ms), "--idle-ms", "5000"});
   SenderResult sent = run_senders(net.tx_ns, "tcp-conns",
                                   {"--to", net.rx_addr, "--port", std::to_string(port), "--conns", "1",
                                    "--requests", std::to_string(requests), "--size", std::to_string(size),
@@ -136,24 +142,54 @@ TEST_CASE("readers: one TCP read of a hundred segments and more reports each", "
   INFO(server.output());
   CHECK(sent.ok);
   CHECK(served);
-  Totals t = stop_netlatd(nl->proc());
-  uint64_t bytes = 0, largest = 0;
+  m.t = stop_netlatd(nl->proc());
   for (const ReadEntry &r : server.log().reads) {
-    bytes += r.len;
-    largest = std::max<uint64_t>(largest, r.len);
+    m.bytes += r.len;
+    m.largest = std::max<uint64_t>(m.largest, r.len);
   }
-  REQUIRE(bytes == static_cast<uint64_t>(requests) * size);
   std::fprintf(stderr,
-               "readers [one TCP read of many segments]: largest read %llu bytes; tcp_bytes read %llu reported "
-               "%llu skipped %llu; %llu records; counted:%s\n",
-               static_cast<unsigned long long>(largest), static_cast<unsigned long long>(t.tcp_read),
-               static_cast<unsigned long long>(t.tcp_reported), static_cast<unsigned long long>(t.tcp_skipped),
-               static_cast<unsigned long long>(t.tcp), counted(t).c_str());
+               "readers [%s]: largest read %llu bytes; tcp_bytes read %llu reported %llu skipped %llu; %llu records "
+               "of %llu segments; counted:%s\n",
+               name, static_cast<unsigned long long>(m.largest), static_cast<unsigned long long>(m.t.tcp_read),
+               static_cast<unsigned long long>(m.t.tcp_reported), static_cast<unsigned long long>(m.t.tcp_skipped),
+               static_cast<unsigned long long>(m.t.tcp), static_cast<unsigned long long>(m.t.matching),
+               counted(m.t).c_str());
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("readers: one TCP read of a hundred segments and more reports each", "[bpf][readers][busy]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  const int requests = 400, size = 100;
+  // About 350 segments queued while the reader sleeps.
+  ManySegments m = one_read_of_many_segments("one TCP read of many segments", 5424, requests, size, 400);
+  REQUIRE(m.bytes == static_cast<uint64_t>(requests) * size);
   // What is tested: a read past the old walk's 48 segments happened.
-  REQUIRE(largest > 48 * static_cast<uint64_t>(size));
-  CHECK(t.drops["unseen_read"] == 0);
-  CHECK(t.tcp_reported + t.tcp_skipped == t.tcp_read);
-  CHECK(t.tcp_read == bytes);
+  REQUIRE(m.largest > 48 * static_cast<uint64_t>(size));
+  CHECK(m.t.drops["unseen_read"] == 0);
+  CHECK(m.t.tcp_reported + m.t.tcp_skipped == m.t.tcp_read);
+  CHECK(m.t.tcp_read == m.bytes);
+}
+
+TEST_CASE("readers: one TCP read of over 4,096 segments counts the rest by name", "[bpf][readers][busy]") {
+  if (auto why = why_no_root_tier(); !why.empty())
+    SKIP(why);
+  const int requests = 5000, size = 12;  // 12: the least nlsenders writes
+  ManySegments m = one_read_of_many_segments("one TCP read past the walk's bound", 5425, requests, size, 7000);
+  REQUIRE(m.bytes == static_cast<uint64_t>(requests) * size);
+  // What is tested: one read completed more segments than a walk reports
+  // (bpf/tcp/state.bpf.h TCP_READ_WALK).
+  REQUIRE(m.largest > 4096 * static_cast<uint64_t>(size));
+  const uint64_t too_many = m.t.drops["tcp_read_too_many"];
+  CHECK(too_many > 0);
+  CHECK(m.t.drops["unseen_read"] == 0);
+  // Every segment is in a record or counted under that name, and nothing
+  // else was lost.
+  CHECK(m.t.tcp + too_many == m.t.matching);
+  CHECK(m.t.all_drops() == too_many);
+  CHECK(m.t.tcp_read == m.bytes);
 }
 
 namespace {

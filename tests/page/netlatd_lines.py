@@ -17,7 +17,7 @@ HOOKS = {
 STAGES = list(HOOKS)
 DROPS = ["inflight_full", "order_given_up", "order_lost", "outliers_rate_limited", "output_dropped", "reader_forgotten",
          "ringbuf_full", "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap",
-         "tcp_range_unknown", "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired",
+         "tcp_range_unknown", "tcp_read_too_many", "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired",
          "unseen_read"]
 
 

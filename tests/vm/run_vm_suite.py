@@ -64,6 +64,7 @@ SUITE = [
     ("readers: 10000 concurrent TCP connections to one watched port", "churn"),
     ("readers: bulk TCP streams at full speed over the veth (iperf3 -P 4)", "bulk"),
     ("readers: one TCP read of a hundred segments and more reports each", "bulk"),
+    ("readers: one TCP read of over 4,096 segments counts the rest by name", "bulk"),
     # Odd packets: PEEK, TRUNC, fragments, bad checksums a read finds.
     ("odd packets: every read preceded by a MSG_PEEK of the same datagram", "odd"),
     ("odd packets: MSG_TRUNC reads into a buffer shorter than the datagram", "odd"),
