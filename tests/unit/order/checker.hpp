@@ -2,16 +2,10 @@
 // retire.h, locked.h, slots.h), the very code the BPF object runs under a
 // UDP socket's lock, driven through every interleaving of small scenarios:
 // producers that queue datagrams and make their slots at data-ready, readers
-// that dequeue, look at the queue's head, then take the lock. In every
-// reachable state the invariant of docs/JOIN.md holds: a record names its
-// read's own datagram or no reader, each datagram is written at most once and
-// only once a read has taken it, and each read is counted once (named,
-// ambiguous or untracked). And with one reader, liveness: once a read's look
-// found the socket drained and quiet, with no slot made since (what
-// retire.h's resync needs), the socket is left with nothing in doubt, and
-// the second burst's reads are named. Included by test_order_rules.cpp,
-// test_order_reads.cpp and test_order_first_read.cpp (each its own copy, in
-// an anonymous namespace).
+// that dequeue, look at the queue's head, then take the lock. Every reachable
+// state is held to the invariant of docs/JOIN.md (order/invariants.hpp).
+// Included by test_order_rules.cpp, test_order_reads.cpp and
+// test_order_first_read.cpp (each its own copy, in an anonymous namespace).
 #pragma once
 
 #include <catch2/catch_test_macros.hpp>
@@ -22,21 +16,15 @@
 #include <unordered_set>
 #include <vector>
 
-#include "order/model.hpp"
+#include "order/invariants.hpp"
 
 namespace {
 
-struct Checker {
-  const Scenario &sc;
+struct Checker : Invariants {
   std::vector<std::vector<int>> mine;  // each producer's datagrams
   std::unordered_set<uint64_t> seen;
-  uint64_t states = 0, ends = 0;
-  uint64_t settled_ends = 0;  // ends whose second burst began on a settled socket
-  uint64_t first_reads = 0;   // turns of reads that found no state
-  std::string failure;
-  std::vector<std::string> path;  // the steps to the state explored now
 
-  explicit Checker(const Scenario &s) : sc(s), mine(kProducers) {
+  explicit Checker(const Scenario &s) : Invariants(s), mine(kProducers) {
     for (int i = 0; i < static_cast<int>(s.dgrams.size()); ++i)
       mine[static_cast<size_t>(s.dgrams[static_cast<size_t>(i)].producer)].push_back(i);
   }
@@ -50,8 +38,6 @@ struct Checker {
 
   bool quiet(const State &s) const { return s.outstanding[0] == 0 && s.outstanding[1] == 0; }
 
-  const Datagram &dgram(int d) const { return sc.dgrams[static_cast<size_t>(d)]; }
-
   // Whether a read of datagram `d` waits out a producer mid-batch.
   bool waits(int d) const { return sc.reads_wait_quiet || dgram(d).burst == 1; }
 
@@ -61,14 +47,6 @@ struct Checker {
     for (const Datagram &g : sc.dgrams)
       first += g.burst == 0;
     return s.reads >= first && quiet(s);
-  }
-
-  void fail(const std::string &why) {
-    if (!failure.empty())
-      return;
-    failure = why + "\n  after:";
-    for (const std::string &step : path)
-      failure += " " + step;
   }
 
   void step(const State &n, const std::string &what) {
@@ -81,33 +59,12 @@ struct Checker {
     path.pop_back();
   }
 
-  // The datagrams whose slots are LIVE with stamps, oldest first.
-  static std::vector<int> stamped_live(const State &s) {
-    std::vector<int> ids;
-    for (uint32_t i = s.st.head; i != s.st.tail; ++i) {
-      const udp_slot &slot = s.st.big ? s.big[i % kBigKept] : s.st.small[i & (UDP_SMALL_SLOTS - 1)];
-      if (slot.state == SLOT_LIVE && !slot.no_record)
-        ids.push_back(static_cast<int>(slot.rx.receive_ns) - 1);
-    }
-    return ids;
-  }
-
-  // And those whose stamps wait in the spill: every datagram that got its
-  // stamps in, and is neither written nor given up.
-  static std::vector<int> stamped_held(const State &s) {
-    std::vector<int> ids = stamped_live(s);
-    for (uint32_t i = 0; i < s.st.spilled; ++i)
-      ids.push_back(static_cast<int>(s.spill[i].rx.receive_ns) - 1);
-    return ids;
-  }
-
   void explore(const State &s) {
     if (!failure.empty() || !seen.insert(hash_of(s)).second)
       return;
     ++states;
-    if (s.st.stamped != stamped_live(s).size())
-      return fail(std::string(sc.name) + ": the socket's count of stamped slots is " +
-                  std::to_string(s.st.stamped) + ", " + std::to_string(stamped_live(s).size()) + " are");
+    if (!stamped_counted(s))
+      return;
     bool moved = false;
     for (int p = 0; p < kProducers; ++p) {
       moved |= try_queue(s, p);
@@ -338,6 +295,8 @@ struct Checker {
     Elem *table_ = nullptr;
   };
 
+  // A read's turn under the lock (order_read), held to what the invariant
+  // asks of its records and counts (invariants.hpp).
   void locked_turn(State &n, int r) {
     static thread_local const State *current;
     current = &n;
@@ -364,103 +323,16 @@ struct Checker {
     }
     const std::string where = where_of(n, r);
     bool own_named = false;
-    for (uint32_t i = 0; i < out.n; ++i) {
-      const int id = static_cast<int>(out.out[i].rx.receive_ns) - 1;
-      if (id < 0 || id >= static_cast<int>(sc.dgrams.size()))
-        return fail(where + ": a record of no datagram");
-      if (!out.ambiguous[i] && id != d)
-        return fail(where + ": WRONG record, names this read for datagram " + std::to_string(id));
-      if (n.taken_by[id] < 0)
-        return fail(where + ": datagram " + std::to_string(id) + " written while still queued");
-      if (n.written[id]++)
-        return fail(where + ": datagram " + std::to_string(id) + " written twice");
-      own_named |= !out.ambiguous[i];
-    }
+    if (!records_checked(n, d, out, where, own_named))
+      return;
     count_read(n, r, result, own_named);
-    // A stamped slot that left the window unwritten was given up, and the
-    // turn counts each such one: no datagram leaves without a record or a
-    // count (the identity traced + counted = received, per datagram).
-    const std::vector<int> live_after = stamped_held(n);
-    uint32_t left = 0;
-    for (int id : live_before)
-      if (!n.written[id] && std::find(live_after.begin(), live_after.end(), id) == live_after.end()) {
-        n.given_up[id]++;
-        left++;
-      }
-    if (out.given_up != left)
-      return fail(where + ": " + std::to_string(left) + " stamped slots left unwritten, " +
-                  std::to_string(out.given_up) + " counted");
+    if (!given_up_counted(n, live_before, out.given_up, where))
+      return;
     n.settled = settles;
     if (settles)
       check_settled(n, where);
-    // Several readers on a socket whose slots overflowed: it is never named
-    // again, so a look that found it drained and quiet, with no slot made
-    // since, leaves no stamped slot behind to go uncounted with the socket.
-    if (drained && n.st.readers_many && n.st.incomplete && (n.st.stamped || n.st.spilled))
-      fail(where + ": STALE SLOTS KEPT on a drained socket of several readers: " + std::to_string(n.st.stamped) +
-           " stamped slots, " + std::to_string(n.st.spilled) + " spilled, that no read will name");
-  }
-
-  std::string where_of(const State &n, int r) const {
-    return std::string(sc.name) + ": reader " + std::to_string(r) + ", datagram " +
-           std::to_string(n.readers[r].dgram) + ", state " + std::to_string(states);
-  }
-
-  // Counts the read once, by its decision; and, in the second burst of a
-  // socket that settled before it, fails a tracked datagram's read not named.
-  void count_read(State &n, int r, int result, bool own_named) {
-    const int d = n.readers[r].dgram;
-    // A datagram a read took before its slot was made has no stamps to
-    // join (they expire, counted as unjoined_expired): its read is untracked.
-    const bool tracked = dgram(d).tracked && !n.gone[d];
-    n.reads++;
-    if (result == READ_MATCH && tracked && own_named)
-      n.named++;
-    else if (result == READ_AMBIGUOUS)
-      n.ambiguous++;
-    else if (result == READ_UNTRACKED && (!tracked || !own_named))
-      n.untracked++;
-    else
-      return fail(where_of(n, r) + ": decision " + std::to_string(result) + " for a " +
-                  (tracked ? "tracked" : "untracked") + " datagram, own record " +
-                  (own_named ? "written" : "not written"));
-    if (dgram(d).burst == 1 && n.burst_settled == 1 && tracked && result != READ_MATCH)
-      fail(where_of(n, r) + ": a read of the second burst not named (decision " + std::to_string(result) +
-           "), though the socket had settled before it");
-  }
-
-  // Liveness: a read whose look found the socket drained and quiet, with no
-  // data-ready call since, and no other reader: its turn leaves nothing in
-  // doubt. Every LIVE slot was then a datagram whose read returned, so
-  // nothing owed or live may remain for a later read to count as a candidate
-  // (with at most UDP_SCAN of them, all in sight: the scenarios are smaller).
-  void check_settled(const State &n, const std::string &where) {
-    const udp_sock_state &st = n.st;
-    if (st.owed_unsure || st.incomplete || st.owed || st.live || st.spilled || st.spill_busy)
-      fail(where + ": DOUBT KEPT after a read looked at a drained, quiet socket: owed_unsure " +
-           std::to_string(st.owed_unsure) + ", incomplete " + std::to_string(st.incomplete) + ", owed " +
-           std::to_string(st.owed) + ", live " + std::to_string(st.live));
-  }
-
-  void at_end(const State &s) {
-    ++ends;
-    const int total = static_cast<int>(sc.dgrams.size());
-    if (s.reads != total)
-      return fail(std::string(sc.name) + ": stuck with " + std::to_string(s.reads) + " of " +
-                  std::to_string(total) + " reads done");
-    if (s.named + s.ambiguous + s.untracked != s.reads)
-      fail(std::string(sc.name) + ": a read counted twice or not at all");
-    // Each datagram that got its stamps into a slot is written once, given
-    // up once (counted), or still LIVE in its slot (the socket's close).
-    const std::vector<int> live = stamped_held(s);
-    for (int d = 0; d < total; ++d)
-      if (s.stamped[d] && s.written[d] + s.given_up[d] +
-                                  (std::find(live.begin(), live.end(), d) != live.end() ? 1 : 0) != 1)
-        fail(std::string(sc.name) + ": datagram " + std::to_string(d) + " written " +
-             std::to_string(s.written[d]) + ", given up " + std::to_string(s.given_up[d]));
-    if (sc.every_read_named && s.ambiguous != 0)
-      fail(std::string(sc.name) + ": " + std::to_string(s.ambiguous) + " reads not named");
-    settled_ends += s.burst_settled == 1;
+    if (drained)
+      check_drained(n, where);
   }
 };
 

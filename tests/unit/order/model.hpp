@@ -1,7 +1,7 @@
 // What the checker of the queue-order join (order/checker.hpp) models: the
 // scenarios it is given (datagrams, producers, readers) and the state it
 // explores, the socket's slots as the rules keep them beside the queue as the
-// kernel keeps it. Included by checker.hpp only.
+// kernel keeps it. Included by invariants.hpp only.
 #pragma once
 
 #include <cstdint>
@@ -67,7 +67,7 @@ constexpr int kProducers = 2;
 // A scenario makes a few dozen slots at most, so a state keeps only the
 // first big slots (copied per state: all UDP_BIG_SLOTS, 56 KiB, made the
 // sanitizer tiers' checker minutes slower); the rules get a whole table
-// (checker.hpp BigSlots), and a slot past these fails the scenario.
+// (checker.hpp Whole), and a slot past these fails the scenario.
 constexpr uint32_t kBigKept = 64;
 constexpr uint32_t kSpillKept = 16;  // likewise of the spill's UDP_SPILL records
 
@@ -90,7 +90,7 @@ struct State {
   int reads = 0, named = 0, ambiguous = 0, untracked = 0;
   int8_t has_state = 1;      // the socket's state exists (fresh_socket: not at first)
   int8_t settled = 0;        // the last read's look found the socket drained and quiet, and
-                             // no data-ready call ran before its turn (checker.hpp check_settled)
+                             // no data-ready call ran before its turn (invariants.hpp check_settled)
   int8_t burst_settled = -1;  // `settled` when the second burst began; -1: not begun
   int8_t data_ready = 0;      // data-ready calls run
 
