@@ -193,6 +193,42 @@ static __always_inline bool slots_full_counted(struct cpu_state *cs, struct sock
 	return true;
 }
 
+/* Under the lock: the slot a data-ready call makes for what its walk `w`
+ * found, begun at `now`: for the oldest datagram without a slot (`skb`), or,
+ * if a read took that one, a gone placeholder that keeps the stamps of the
+ * datagram at `gone_key` if it never had a slot (seen queued at
+ * `gone_seen`). False: another CPU's call made the slot first; look again. */
+static __always_inline bool push_found(struct udp_sock_state *st, struct udp_big_state *big,
+				       const struct mirror_walk *w, struct sk_buff *skb, __u64 gone_key,
+				       __u64 gone_seen, __u64 now, struct push_counts *pushes)
+{
+	if (!(w->flags & MIRROR_DONE)) {
+		/* More datagrams without a slot than the walk reaches: the
+		 * oldest is out of sight, and order cannot be kept. */
+		pushes->lost_order = !st->incomplete;
+		st->incomplete = 1;
+		st->missing++;
+	} else if (!skb || (w->flags & MIRROR_DEQUEUED) || !skb->next) {
+		/* A read took the oldest datagram without a slot. The one
+		 * the call saw queued, if it never had a slot, keeps its
+		 * stamps in the gone placeholder. */
+		if (!gone_key || !push_tracked(st, big, gone_key, now, gone_seen, true, pushes))
+			push_placeholder(st, big, 0, 0, 0, pushes);
+	} else if (stash_has(w->oldest_key)) {
+		/* Before any slot of its address: one LIVE there is an
+		 * older datagram's (the stash entry goes with the push). */
+		return push_tracked(st, big, w->oldest_key, now, now, false, pushes);
+	} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w->oldest_key)
+				   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w->oldest_key)) >= 0) {
+		return false; /* another CPU's call made it: look again */
+	} else {
+		/* Queued with its header pulled (udp_csum_pull_header):
+		 * skb->len is the payload's. */
+		push_placeholder(st, big, w->oldest_key, skb->len, now, pushes);
+	}
+	return true;
+}
+
 /* Where only queue order says which datagram a read took: every datagram the
  * socket queues gets a slot, so that every datagram a read can have taken has
  * one (docs/JOIN.md). 6.18 calls data-ready once per datagram queued, so each
@@ -220,7 +256,6 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		/* + 2: the steps over each queue's start */
 		if (!mirror_alone(&w))
 			bpf_loop(UDP_MIRROR_WALK + 2, mirror_step, &w, 0);
-		const bool done = w.flags & MIRROR_DONE, dequeued = w.flags & MIRROR_DEQUEUED;
 		/* Typed again from its number (sk_data_ready came in 6.5, the
 		 * cast in 6.2): a pointer the walk carried would make each step
 		 * two states for the verifier, before and after it found one. */
@@ -242,31 +277,7 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 		gone_seen = opaque_on(cs, gone_seen, SCRATCH_QUEUE);
 		if (!lock_with_big(sk, st, &big))
 			return;
-		bool made = true;
-		if (!done) {
-			/* More datagrams without a slot than the walk reaches: the
-			 * oldest is out of sight, and order cannot be kept. */
-			pushes->lost_order = !st->incomplete;
-			st->incomplete = 1;
-			st->missing++;
-		} else if (!skb || dequeued || !skb->next) {
-			/* A read took the oldest datagram without a slot. The one
-			 * the call saw queued, if it never had a slot, keeps its
-			 * stamps in the gone placeholder. */
-			if (!gone_key || !push_tracked(st, big, gone_key, now, gone_seen, true, pushes))
-				push_placeholder(st, big, 0, 0, 0, pushes);
-		} else if (stash_has(w.oldest_key)) {
-			/* Before any slot of its address: one LIVE there is an
-			 * older datagram's (the stash entry goes with the push). */
-			made = push_tracked(st, big, w.oldest_key, now, now, false, pushes);
-		} else if ((st->big && big ? find_recent_slot(st, big->slots, UDP_BIG_SLOTS - 1, w.oldest_key)
-					   : find_recent_slot(st, st->small, UDP_SMALL_SLOTS - 1, w.oldest_key)) >= 0) {
-			made = false; /* another CPU's call made it: look again */
-		} else {
-			/* Queued with its header pulled (udp_csum_pull_header):
-			 * skb->len is the payload's. */
-			push_placeholder(st, big, w.oldest_key, skb->len, now, pushes);
-		}
+		bool made = push_found(st, big, &w, skb, gone_key, gone_seen, now, pushes);
 		bpf_spin_unlock(&st->lock);
 		if (made)
 			return;
