@@ -91,6 +91,33 @@ static __always_inline void udp_first_read(struct cpu_state *cs, struct sock *sk
 		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
 }
 
+/* Whether the read's look may take the socket for quiet: no producer
+ * mid-batch, nor a datagram a call in flight dropped (`in->quiet`); or, on
+ * kernels without that signal, one CPU alone feeding the port (`in->sole`). */
+static __always_inline void read_quiet(struct udp_read_in *in, struct cpu_state *cs, struct sock *sk, int pidx,
+				       const struct read_view *v, bool typed)
+{
+	/* Where the kernel says when a producer is mid-batch, it alone decides:
+	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
+	 * assumption, which a vCPU stalled by its host breaks. It stands in
+	 * only on kernels without that signal. */
+	if (targ_push_before_queue) {
+		in->quiet = true;
+	} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
+		/* And no call in flight holds a datagram of the port it dropped
+		 * (drops_pending): its slot stands LIVE as if a read held it, one
+		 * more than the reads hold, until that call returns (drops.bpf.h
+		 * settle_read_drop); nor a FIONREAD's or a poll's, until the task's
+		 * next read (asks_pending). */
+		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
+		__u64 none_held = eq_bit(drops_pending[p], 0) &
+				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
+		in->quiet = opaque_on(cs, producers_quiet(cs, sk, typed) & none_held, SCRATCH_RECV);
+	} else {
+		in->sole = sole_producer(pidx, v->now);
+	}
+}
+
 /* Where only queue order says which datagram a read took (docs/JOIN.md).
  * `cs`: this CPU's state, looked up once by the return. */
 static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, int pidx, int ret, int flags,
@@ -122,25 +149,7 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 	in.missing = *(volatile __u32 *)&st->missing;
 	asm volatile("" ::: "memory");
 	in.head = queue_head(cs, sk, typed);
-	/* Where the kernel says when a producer is mid-batch, it alone decides:
-	 * one CPU feeding the port for 10 ms (sole_producer) is a timing
-	 * assumption, which a vCPU stalled by its host breaks. It stands in
-	 * only on kernels without that signal. */
-	if (targ_push_before_queue) {
-		in.quiet = true;
-	} else if (targ_udp_join == UDP_JOIN_ORDER_PRODQ) {
-		/* And no call in flight holds a datagram of the port it dropped
-		 * (drops_pending): its slot stands LIVE as if a read held it, one
-		 * more than the reads hold, until that call returns (drops.bpf.h
-		 * settle_read_drop); nor a FIONREAD's or a poll's, until the task's
-		 * next read (asks_pending). */
-		__u32 p = pidx & (NETLATD_MAX_PORTS - 1);
-		__u64 none_held = eq_bit(drops_pending[p], 0) &
-				  (eq_bit(asks_pending[p], 0) | gt_bit(v->now, asks_last_ns[p] + ASK_HOLD_NS));
-		in.quiet = opaque_on(cs, producers_quiet(cs, sk, typed) & none_held, SCRATCH_RECV);
-	} else {
-		in.sole = sole_producer(pidx, v->now);
-	}
+	read_quiet(&in, cs, sk, pidx, v, typed);
 	struct head_pos hp = {.kind = HEAD_EMPTY};
 	struct resync_emit re = {.ro = resync_out()};
 	cs->n_out = 0;
