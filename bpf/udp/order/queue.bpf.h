@@ -205,9 +205,7 @@ static __always_inline bool push_found(struct udp_sock_state *st, struct udp_big
 	if (!(w->flags & MIRROR_DONE)) {
 		/* More datagrams without a slot than the walk reaches: the
 		 * oldest is out of sight, and order cannot be kept. */
-		pushes->lost_order = !st->incomplete;
-		st->incomplete = 1;
-		st->missing++;
+		mark_missing(st, pushes);
 	} else if (!skb || (w->flags & MIRROR_DEQUEUED) || !skb->next) {
 		/* A read took the oldest datagram without a slot. The one
 		 * the call saw queued, if it never had a slot, keeps its

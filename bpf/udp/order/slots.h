@@ -112,6 +112,15 @@ static __always_inline void slot_done(struct udp_sock_state *st, struct udp_slot
 	st->gone -= done & s->gone & ne_bit(st->gone, 0);
 }
 
+/* The socket's slots stop mirroring its queue: a datagram queued now has no
+ * slot. Counted order_lost once, when the socket turns incomplete. Lock held. */
+static __always_inline void mark_missing(struct udp_sock_state *st, struct push_counts *pushes)
+{
+	pushes->lost_order |= !st->incomplete;
+	st->incomplete = 1;
+	st->missing++;
+}
+
 /* A new slot at the tail, or NULL when the socket has none left: the slots
  * then stop mirroring the queue. Lock held. */
 static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, struct udp_big_state *big,
@@ -119,9 +128,7 @@ static __always_inline struct udp_slot *slot_append(struct udp_sock_state *st, s
 {
 	make_room(st, big, 1);
 	if (st->tail - st->head >= (st->big ? UDP_BIG_SLOTS : UDP_SMALL_SLOTS)) {
-		pushes->lost_order |= !st->incomplete;
-		st->incomplete = 1;
-		st->missing++;
+		mark_missing(st, pushes);
 		return NULL;
 	}
 	struct udp_slot *s = slot_at(st, big, st->tail);
@@ -189,9 +196,7 @@ static __always_inline void push_stamps(struct udp_sock_state *st, struct udp_bi
 static __always_inline void push_full(struct udp_sock_state *st, struct udp_spill_state *spill,
 				      const struct netlatd_rx *rx, __u64 now, struct push_counts *pushes)
 {
-	pushes->lost_order |= !st->incomplete;
-	st->incomplete = 1;
-	st->missing++;
+	mark_missing(st, pushes);
 	if (!rx)
 		return;
 	__u32 i = st->spilled;
