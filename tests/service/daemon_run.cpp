@@ -5,6 +5,8 @@
 #include <sstream>
 #include <thread>
 
+#include <catch2/catch_test_macros.hpp>
+
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
@@ -66,6 +68,19 @@ std::vector<std::string> via_shell(const std::vector<std::string> &argv, const s
   std::vector<std::string> out{"/bin/sh", "-c", script};
   out.insert(out.end(), argv.begin(), argv.end());
   return out;
+}
+
+LoReaders::LoReaders(uint16_t udp, uint16_t tcp)
+    : udp_port(udp), tcp_port(tcp), udp4("", "udp", 4, "127.0.0.1", udp), udp6("", "udp", 6, "::1", udp),
+      tcp4("", "tcp", 4, "127.0.0.1", tcp) {}
+
+void send_mixed(LoReaders &readers, UdpBurst v4, UdpBurst v6) {
+  send_udp("", 4, "127.0.0.1", readers.udp_port, v4.count, 64, v4.gap_us);
+  send_udp("", 6, "::1", readers.udp_port, v6.count, 64, v6.gap_us);
+  send_tcp("", 4, "127.0.0.1", readers.tcp_port, 30, 100, 1000);
+  REQUIRE(readers.udp4.wait_for(static_cast<uint64_t>(v4.count), 5000));
+  REQUIRE(readers.udp6.wait_for(static_cast<uint64_t>(v6.count), 5000));
+  REQUIRE(readers.tcp4.wait_for(3000, 5000));
 }
 
 }  // namespace nltest::daemon_run

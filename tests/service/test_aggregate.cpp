@@ -33,24 +33,16 @@ using namespace nltest::daemon_run;
 TEST_CASE("aggregate: the kernel's histograms equal the records of the same packets, exit 0",
           "[service][aggregate]") {
   SKIP_UNLESS_ROOT();
-  const uint16_t udp_port = free_port(), tcp_port = free_port(SOCK_STREAM);
-  Reader udp4("", "udp", 4, "127.0.0.1", udp_port);
-  Reader udp6("", "udp", 6, "::1", udp_port);
-  Reader tcp4("", "tcp", 4, "127.0.0.1", tcp_port);
-  udp6.pause_after_each(300);  // some wait in the queue: a longer sock_queue
-  Daemon nl({NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(udp_port), "--port", std::to_string(tcp_port),
-             "--interval", "60", "--by", "dport,proto,family", "--aggregate-check", "--outliers-over", "40us",
-             "--outliers-max-per-sec", "1000"});
+  LoReaders readers(free_port(), free_port(SOCK_STREAM));
+  readers.udp6.pause_after_each(300);  // some wait in the queue: a longer sock_queue
+  Daemon nl(netlatd_on_lo(readers.udp_port, {"--port", std::to_string(readers.tcp_port), "--interval", "60", "--by",
+                                             "dport,proto,family", "--aggregate-check", "--outliers-over", "40us",
+                                             "--outliers-max-per-sec", "1000"}));
   INFO(nl->err());
   REQUIRE(nl.wait_ready(15000));
   CHECK_THAT(nl->err(), ContainsSubstring("--aggregate-check: the kernel side keeps the histograms"));
 
-  send_udp("", 4, "127.0.0.1", udp_port, 300, 64, 200);
-  send_udp("", 6, "::1", udp_port, 200, 64, 0);
-  send_tcp("", 4, "127.0.0.1", tcp_port, 30, 100, 1000);
-  REQUIRE(udp4.wait_for(300, 5000));
-  REQUIRE(udp6.wait_for(200, 5000));
-  REQUIRE(tcp4.wait_for(3000, 5000));
+  send_mixed(readers, {300, 200}, {200, 0});
   sleep_ms(300);  // a drain of the kernel's histograms (every second) may run mid-traffic
 
   nl->signal(SIGTERM);

@@ -43,6 +43,64 @@ std::string own_cgroup() {
   return "";
 }
 
+// The labels of a series of the breakdown test, whose readers are threads
+// of this process, in `cgroup`.
+std::string series(uint16_t port, const char *proto, const char *family, const std::string &cgroup) {
+  return "dport=\"" + std::to_string(port) + "\",proto=\"" + proto + "\",family=\"" + family + "\",cgroup=\"" +
+         cgroup + "\"";
+}
+
+// The breakdown test's page: the 65 datagrams under the readers' UDP series
+// or without a reader (`unknown`), every TCP record under its series, and
+// nothing under any other label set.
+void check_breakdown_page(const std::string &page, const LoReaders &r, const std::string &cgroup, double unknown,
+                          double tcp_records) {
+  auto count = [&](const std::string &stage, uint16_t port, const char *proto, const char *family) {
+    return sample(page, "netlatd_stage_latency_seconds_count{stage=\"" + stage + "\"," +
+                            series(port, proto, family, cgroup) + "}");
+  };
+  CHECK(unknown <= 3);
+  CHECK(count("total", r.udp_port, "udp", "ipv4") + count("total", r.udp_port, "udp", "ipv6") + unknown == 65);
+  CHECK(count("in_socket", r.tcp_port, "tcp", "ipv4") == tcp_records);
+  // Nothing under any other label set.
+  CHECK(page.find("proto=\"tcp\",family=\"ipv6\"") == std::string::npos);
+  CHECK(page.find("cgroup=\"other\"") == std::string::npos);
+}
+
+// The breakdown test's interval line: a row per series of the readers'
+// cgroup with its exact count, less the packets under cgroup "unknown"
+// (no reader), which add up to reader_unknown.
+void check_breakdown_line(const std::string &out, const LoReaders &r, const std::string &cgroup, double tcp_records) {
+  const Totals tot = interval_totals(out);
+  REQUIRE(tot.lines == 1);
+  const json &j = tot.last;
+  CHECK(j["by"] == json::array({"dport", "proto", "family", "cgroup"}));
+  std::map<std::string, json> rows;
+  std::map<std::string, uint64_t> unknown_rows;  // packet-only records: no reader, no cgroup
+  for (const json &row : j["breakdown"]) {
+    const std::string key = std::to_string(row["dport"].get<int>()) + "/" + row["proto"].get<std::string>() + "/" +
+                            row["family"].get<std::string>();
+    if (row["cgroup"] == "unknown") {
+      unknown_rows[key] += row["packets"].get<uint64_t>();
+      continue;
+    }
+    CHECK(row["cgroup"] == cgroup);  // the readers are threads of this process
+    rows[key] = row;
+  }
+  REQUIRE(rows.size() == 3);
+  const std::string udp4 = std::to_string(r.udp_port) + "/udp/ipv4", udp6 = std::to_string(r.udp_port) + "/udp/ipv6",
+                    tcp4 = std::to_string(r.tcp_port) + "/tcp/ipv4";
+  CHECK(j["reader_unknown"].get<uint64_t>() == unknown_rows[udp4] + unknown_rows[udp6] + unknown_rows[tcp4]);
+  const json &u4 = rows.at(udp4);
+  CHECK(u4["packets"].get<uint64_t>() + unknown_rows[udp4] == 40);
+  CHECK(u4["stages"]["total"]["count"] == u4["packets"]);
+  CHECK(rows.at(udp6)["packets"].get<uint64_t>() + unknown_rows[udp6] == 25);
+  CHECK(rows.at(tcp4)["packets"].get<double>() == tcp_records);
+  CHECK_FALSE(u4["stages"].contains("irq"));  // lo has no IRQ line
+  // The breakdown's p99 is the series' own: within the interval's range.
+  CHECK(u4["stages"]["total"]["p99_ns"].get<uint64_t>() <= j["stages"]["total"]["max_ns"].get<uint64_t>());
+}
+
 }  // namespace
 
 TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[service][metrics]") {
@@ -145,34 +203,19 @@ TEST_CASE("metrics endpoint: a port in use exits 70 with one line and nothing at
                  "number in 0-65535\n");
 }
 
-
 TEST_CASE("breakdown: per port, protocol, family and reader cgroup, in JSON and Prometheus, exact counts",
           "[service][metrics][breakdown]") {
   SKIP_UNLESS_ROOT();
-  const uint16_t udp_port = free_port(), tcp_port = free_port(SOCK_STREAM), metrics_port = free_port(SOCK_STREAM);
-  Reader udp4("", "udp", 4, "127.0.0.1", udp_port);
-  Reader udp6("", "udp", 6, "::1", udp_port);
-  Reader tcp4("", "tcp", 4, "127.0.0.1", tcp_port);
-  std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(udp_port), "--port",
-                                std::to_string(tcp_port), "--interval", "60", "--by", "dport,proto,family,cgroup",
-                                "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
-  Daemon nl(argv);
+  LoReaders readers(free_port(), free_port(SOCK_STREAM));
+  const uint16_t metrics_port = free_port(SOCK_STREAM);
+  Daemon nl(netlatd_on_lo(readers.udp_port, {"--port", std::to_string(readers.tcp_port), "--interval", "60", "--by",
+                                             "dport,proto,family,cgroup", "--metrics-listen",
+                                             "127.0.0.1:" + std::to_string(metrics_port)}));
   INFO(nl->err());
   REQUIRE(nl.wait_ready(15000));
-
-  send_udp("", 4, "127.0.0.1", udp_port, 40, 64, 1000);
-  send_udp("", 6, "::1", udp_port, 25, 64, 1000);
-  // One write a millisecond, each its own segment and record.
-  send_tcp("", 4, "127.0.0.1", tcp_port, 30, 100, 1000);
-  REQUIRE(udp4.wait_for(40, 5000));
-  REQUIRE(udp6.wait_for(25, 5000));
-  REQUIRE(tcp4.wait_for(3000, 5000));
+  send_mixed(readers, {40, 1000}, {25, 1000});
 
   const std::string cgroup = own_cgroup();
-  auto series = [&](uint16_t port, const char *proto, const char *family) {
-    return "dport=\"" + std::to_string(port) + "\",proto=\"" + proto + "\",family=\"" + family + "\",cgroup=\"" +
-           cgroup + "\"";
-  };
   std::string page;
   const bool counted = eventually(3000, [&] {
     page = scrape(metrics_port);
@@ -189,50 +232,12 @@ TEST_CASE("breakdown: per port, protocol, family and reader cgroup, in JSON and 
   // the reader's own series by exactly that.
   const double unknown = sample(page, "netlatd_records_reader_unknown_total");
   INFO("records without a reader " << unknown);
-  CHECK(unknown <= 3);
-  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv4") + "}") +
-            sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series(udp_port, "udp", "ipv6") + "}") +
-            unknown ==
-        65);
-  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"in_socket\"," + series(tcp_port, "tcp", "ipv4") + "}") ==
-        tcp_records);
-  // Nothing under any other label set.
-  CHECK(page.find("proto=\"tcp\",family=\"ipv6\"") == std::string::npos);
-  CHECK(page.find("cgroup=\"other\"") == std::string::npos);
+  check_breakdown_page(page, readers, cgroup, unknown, tcp_records);
 
   nl->signal(SIGTERM);
   REQUIRE(nl->wait(3000));
   CHECK(nl->exit().code == 0);
-  const Totals tot = interval_totals(nl->exit().out);
-  REQUIRE(tot.lines == 1);
-  const json &j = tot.last;
-  CHECK(j["by"] == json::array({"dport", "proto", "family", "cgroup"}));
-  std::map<std::string, json> rows;
-  std::map<std::string, uint64_t> unknown_rows;  // packet-only records: no reader, no cgroup
-  for (const json &row : j["breakdown"]) {
-    const std::string key = std::to_string(row["dport"].get<int>()) + "/" + row["proto"].get<std::string>() + "/" +
-                            row["family"].get<std::string>();
-    if (row["cgroup"] == "unknown") {
-      unknown_rows[key] += row["packets"].get<uint64_t>();
-      continue;
-    }
-    CHECK(row["cgroup"] == cgroup);  // the readers are threads of this process
-    rows[key] = row;
-  }
-  REQUIRE(rows.size() == 3);
-  CHECK(j["reader_unknown"].get<uint64_t>() == unknown_rows[std::to_string(udp_port) + "/udp/ipv4"] +
-                                                   unknown_rows[std::to_string(udp_port) + "/udp/ipv6"] +
-                                                   unknown_rows[std::to_string(tcp_port) + "/tcp/ipv4"]);
-  const json &u4 = rows.at(std::to_string(udp_port) + "/udp/ipv4");
-  CHECK(u4["packets"].get<uint64_t>() + unknown_rows[std::to_string(udp_port) + "/udp/ipv4"] == 40);
-  CHECK(u4["stages"]["total"]["count"] == u4["packets"]);
-  CHECK(rows.at(std::to_string(udp_port) + "/udp/ipv6")["packets"].get<uint64_t>() +
-            unknown_rows[std::to_string(udp_port) + "/udp/ipv6"] ==
-        25);
-  CHECK(rows.at(std::to_string(tcp_port) + "/tcp/ipv4")["packets"].get<double>() == tcp_records);
-  CHECK_FALSE(u4["stages"].contains("irq"));  // lo has no IRQ line
-  // The breakdown's p99 is the series' own: within the interval's range.
-  CHECK(u4["stages"]["total"]["p99_ns"].get<uint64_t>() <= j["stages"]["total"]["max_ns"].get<uint64_t>());
+  check_breakdown_line(nl->exit().out, readers, cgroup, tcp_records);
 }
 
 TEST_CASE("socket activation: the endpoint serves on the socket systemd passes", "[service][metrics]") {
