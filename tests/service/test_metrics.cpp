@@ -43,6 +43,57 @@ std::string own_cgroup() {
   return "";
 }
 
+// The page once `sent` datagrams were read by one UDP reader of `series`
+// (dport="...",proto="udp"): each has its softirq stage, each but those read
+// without a reader the total; nothing over TCP.
+void check_udp_counts(const std::string &page, const std::string &series, uint64_t sent) {
+  // A read that raced a push still in flight on the other CPU is not tied
+  // to its datagram by queue order (6.18): its packet is counted without
+  // a reader, with its stages up to the queue and no total (2 of 50 in
+  // one ASan tier run). Every other one has the whole path.
+  const double unknown = sample(page, "netlatd_records_reader_unknown_total");
+  CHECK(unknown >= 0);
+  CHECK(unknown <= static_cast<double>(sent) / 20);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series + "}") ==
+        static_cast<double>(sent) - unknown);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"+Inf\"}") ==
+        static_cast<double>(sent) - unknown);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"," + series + "}") ==
+        static_cast<double>(sent));
+  CHECK(sample(page, "netlatd_packets_total{proto=\"tcp\"}") == 0);
+}
+
+// The total's le buckets of `series`: cumulative, never above _count, which
+// is the `sent` datagrams less those read without a reader.
+void check_total_buckets(const std::string &page, const std::string &series, uint64_t sent) {
+  double prev = 0;
+  std::vector<std::string> les;
+  for (uint64_t bound : netlatd::prometheus_bounds_ns(4))
+    les.push_back(netlatd::prometheus_le_label(bound));
+  les.push_back("+Inf");
+  for (const std::string &le : les) {
+    const double v = sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"" + le + "\"}");
+    INFO(le);
+    CHECK(v >= prev);
+    prev = v;
+  }
+  CHECK(prev == static_cast<double>(sent) - sample(page, "netlatd_records_reader_unknown_total"));
+}
+
+// The counters beside the series: kernel drops and netlatd's losses by
+// reason present, no IRQ stage on lo, and the kernel's stack drops not
+// among netlatd's losses.
+void check_other_counters(const std::string &page) {
+  CHECK(sample(page, "netlatd_kernel_drops_total") >= 0);
+  CHECK(sample(page, "netlatd_stage_applicable{stage=\"irq\"}") == 0);  // lo has no IRQ line
+  CHECK(page.find("stack_dropped") == std::string::npos);  // the kernel's, not a loss of netlatd's
+  for (const char *reason : {"ringbuf_full", "inflight_full", "output_dropped",
+                             "outliers_rate_limited", "unjoined_expired"}) {
+    INFO(reason);
+    CHECK(sample(page, std::string("netlatd_losses_total{reason=\"") + reason + "\"}") >= 0);
+  }
+}
+
 // The labels of a series of the breakdown test, whose readers are threads
 // of this process, in `cgroup`.
 std::string series(uint16_t port, const char *proto, const char *family, const std::string &cgroup) {
@@ -133,42 +184,10 @@ TEST_CASE("metrics endpoint: a real scrape while packets flow, exact counts", "[
     });
     INFO(page);
     REQUIRE(counted);
-    // A read that raced a push still in flight on the other CPU is not tied
-    // to its datagram by queue order (6.18): its packet is counted without
-    // a reader, with its stages up to the queue and no total (2 of 50 in
-    // one ASan tier run). Every other one has the whole path.
-    const double unknown = sample(page, "netlatd_records_reader_unknown_total");
-    CHECK(unknown >= 0);
-    CHECK(unknown <= static_cast<double>(sent) / 20);
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\"," + series + "}") ==
-          static_cast<double>(sent) - unknown);
-    CHECK(sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"+Inf\"}") ==
-          static_cast<double>(sent) - unknown);
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"softirq\"," + series + "}") ==
-          static_cast<double>(sent));
-    CHECK(sample(page, "netlatd_packets_total{proto=\"tcp\"}") == 0);
+    check_udp_counts(page, series, sent);
   }
-  // le buckets: cumulative, never above _count.
-  double prev = 0;
-  std::vector<std::string> les;
-  for (uint64_t bound : netlatd::prometheus_bounds_ns(4))
-    les.push_back(netlatd::prometheus_le_label(bound));
-  les.push_back("+Inf");
-  for (const std::string &le : les) {
-    const double v = sample(page, "netlatd_stage_latency_seconds_bucket{stage=\"total\"," + series + ",le=\"" + le + "\"}");
-    INFO(le);
-    CHECK(v >= prev);
-    prev = v;
-  }
-  CHECK(prev == static_cast<double>(sent) - sample(page, "netlatd_records_reader_unknown_total"));
-  CHECK(sample(page, "netlatd_kernel_drops_total") >= 0);
-  CHECK(sample(page, "netlatd_stage_applicable{stage=\"irq\"}") == 0);  // lo has no IRQ line
-  CHECK(page.find("stack_dropped") == std::string::npos);  // the kernel's, not a loss of netlatd's
-  for (const char *reason : {"ringbuf_full", "inflight_full", "output_dropped",
-                             "outliers_rate_limited", "unjoined_expired"}) {
-    INFO(reason);
-    CHECK(sample(page, std::string("netlatd_losses_total{reason=\"") + reason + "\"}") >= 0);
-  }
+  check_total_buckets(page, series, sent);
+  check_other_counters(page);
   nl->signal(SIGTERM);
   REQUIRE(nl->wait(3000));
   CHECK(nl->exit().code == 0);
