@@ -9,10 +9,10 @@
 
 #include <cstdint>
 #include <fstream>
+#include <future>
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <catch2/catch_test_macros.hpp>
@@ -279,10 +279,13 @@ TEST_CASE("socket activation: the endpoint serves on the socket systemd passes",
   // Like a socket unit, it starts the service on the first connection: the
   // first scrape waits in the socket's backlog until netlatd answers it.
   REQUIRE(nl->wait_for_stderr("Listening on " + listen, 5000));
-  std::optional<HttpResponse> first;
-  std::thread scraper([&] { first = http_request("127.0.0.1", metrics_port, "GET", "/metrics", 20000); });
+  // The scrape on a thread of its own, with no Catch2 assertion there (they
+  // are not thread-safe): get() joins it and rethrows here what it threw,
+  // and the future joins it if this throws first.
+  std::future<std::optional<HttpResponse>> scraper = std::async(
+      std::launch::async, [&] { return http_request("127.0.0.1", metrics_port, "GET", "/metrics", 20000); });
   const bool ready = nl.wait_ready(15000);
-  scraper.join();
+  const std::optional<HttpResponse> first = scraper.get();
   REQUIRE(ready);
   REQUIRE(first);
   CHECK(first->status == 200);
