@@ -116,132 +116,197 @@ std::string why_no_cgroups() {
   return "";
 }
 
-}  // namespace
-
-TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --cgroup keeps one's",
-          "[service][cgroup][breakdown]") {
-  if (auto why = why_no_cgroups(); !why.empty())
-    SKIP(why);
+// The attribution test's cgroups under a slice of its own, laid out as
+// docker's and containerd's (systemd driver) are, and its ports.
+struct Containers {
+  Containers();
   const std::string slice = "/netlatd-test-" + std::to_string(::getpid()) + ".slice";
   const std::string docker = slice + "/docker-" + kDockerId + ".scope";
   const std::string docker_app = docker + "/app";  // a cgroup the container made below its own
   const std::string pod_slice = slice + "/kubepods-burstable-pod5a6b7c8d_1e2f_4a3b_9c8d_7e6f5a4b3c2d.slice";
   const std::string containerd = pod_slice + "/cri-containerd-" + kContainerdId + ".scope";
   const std::string gone = slice + "/docker-" + kGoneId + ".scope";
+  const uint16_t port_a, port_b, port_c, metrics_port;
+  static constexpr int n_a = 30, n_b = 20, n_c = 10;
+};
+
+Containers::Containers()
+    : port_a(free_port()), port_b(free_port()), port_c(free_port()), metrics_port(free_port(SOCK_STREAM)) {}
+
+// A UDP reader of `n` datagrams on 127.0.0.1:port, moved into `cgroup`
+// between its bind and its reads: every read is made inside its cgroup.
+std::unique_ptr<ReaderApp> reader_in(TestCgroups &cgroups, const std::string &cgroup, uint16_t port, int n) {
+  auto reader = std::make_unique<ReaderApp>(
+      "", "udp",
+      std::vector<std::string>{"--port", std::to_string(port), "--bind", "127.0.0.1", "--expect", std::to_string(n),
+                               "--idle-ms", "3000"});
+  cgroups.move(reader->pid(), cgroup);
+  return reader;
+}
+
+// netlatd on the three UDP ports, by port and cgroup, its metrics served, then `extra`.
+std::vector<std::string> daemon_argv(const Containers &c, const std::vector<std::string> &extra) {
+  std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(c.port_a), "--port",
+                                std::to_string(c.port_b), "--port", std::to_string(c.port_c), "--interval", "60",
+                                "--by", "dport,cgroup",
+                                "--metrics-listen", "127.0.0.1:" + std::to_string(c.metrics_port)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return argv;
+}
+
+// The third reader's datagrams, read; then its container's cgroup removed
+// before the interval's line is written.
+void read_then_remove(TestCgroups &cgroups, const Containers &c, std::unique_ptr<ReaderApp> reader_c) {
+  send_udp("", 4, "127.0.0.1", c.port_c, c.n_c, 64, 1000);
+  REQUIRE(reader_c->finish(5000));
+  reader_c.reset();
+  // The daemon names a series' cgroup within 0.1 s of its first record.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  cgroups.remove(c.gone);
+  REQUIRE_FALSE(fs::exists(netlatd::cgroup2_root() / c.gone.substr(1)));
+}
+
+// The daemon (daemon_argv) while a reader in the docker container and one
+// in the containerd one read theirs; `with_gone`, a third reader, in a
+// container whose cgroup is removed after it read and before the interval's
+// line is written. Returns the last interval line and, `scrape_it`, the
+// metrics page once the reads' records are counted there.
+std::pair<json, std::string> run_readers(TestCgroups &cgroups, const Containers &c,
+                                         const std::vector<std::string> &extra, bool scrape_it, bool with_gone) {
+  std::unique_ptr<ReaderApp> reader_a = reader_in(cgroups, c.docker_app, c.port_a, c.n_a);
+  std::unique_ptr<ReaderApp> reader_b = reader_in(cgroups, c.containerd, c.port_b, c.n_b);
+  REQUIRE(cgroup_of(reader_a->pid()) == c.docker_app);
+  REQUIRE(cgroup_of(reader_b->pid()) == c.containerd);
+  std::unique_ptr<ReaderApp> reader_c;
+  if (with_gone) {
+    cgroups.make(c.gone);
+    reader_c = reader_in(cgroups, c.gone, c.port_c, c.n_c);
+  }
+  Daemon nl(daemon_argv(c, extra));
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  send_udp("", 4, "127.0.0.1", c.port_a, c.n_a, 64, 1000);
+  send_udp("", 4, "127.0.0.1", c.port_b, c.n_b, 64, 1000);
+  INFO(reader_a->output() + reader_b->output());
+  REQUIRE(reader_a->finish(5000));
+  REQUIRE(reader_b->finish(5000));
+  if (with_gone)
+    read_then_remove(cgroups, c, std::move(reader_c));
+  std::string page;
+  if (scrape_it) {
+    // Until the reads' records are published (the daemon drains on a timer).
+    eventually(3000, [&] {
+      page = scrape(c.metrics_port);
+      return sample(page, "netlatd_packets_total{proto=\"udp\"}") == c.n_a + c.n_b + (with_gone ? c.n_c : 0);
+    });
+  }
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(5000));
+  CHECK(nl->exit().code == 0);
+  return std::make_pair(last_interval(nl->exit().out), page);
+}
+
+// --by dport,cgroup: a row per reader naming its cgroup, container and pod
+// (the removed one's as it was), exact counts with the packets of no reader,
+// and the same series in Prometheus.
+void check_attribution(const Containers &c, const json &j, const std::string &page) {
+  REQUIRE(j["by"] == json::array({"dport", "cgroup"}));
+  // Packet-only records (a read on 6.18 tied to no datagram: counted in
+  // reader_unknown, docs/JOIN.md) have no reader and so no cgroup: their
+  // rows say "unknown", and their packets are short of the reader's row.
+  std::map<int, json> rows;
+  std::map<int, uint64_t> unknown;
+  for (const json &row : j["breakdown"]) {
+    if (row["cgroup"] == "unknown")
+      unknown[row["dport"].get<int>()] += row["packets"].get<uint64_t>();
+    else
+      rows[row["dport"].get<int>()] = row;
+  }
+  REQUIRE(rows.size() == 3);
+  CHECK(unknown[c.port_a] + unknown[c.port_b] + unknown[c.port_c] == j["reader_unknown"].get<uint64_t>());
+  CHECK(j["reader_unknown"].get<uint64_t>() <= 3);
+  // Removed before the line was written, named while it was there.
+  const json &gone = rows.at(c.port_c);
+  CHECK(gone["packets"].get<uint64_t>() + unknown[c.port_c] == c.n_c);
+  CHECK(gone["cgroup"] == c.gone);
+  CHECK(gone["container_id"] == kGoneId);
+  const json &a = rows.at(c.port_a), &b = rows.at(c.port_b);
+  CHECK(a["packets"].get<uint64_t>() + unknown[c.port_a] == c.n_a);
+  CHECK(a["cgroup"] == c.docker_app);
+  CHECK(a["container_id"] == kDockerId);
+  CHECK(a["container_runtime"] == "docker");
+  CHECK_FALSE(a.contains("pod_uid"));
+  CHECK(b["packets"].get<uint64_t>() + unknown[c.port_b] == c.n_b);
+  CHECK(b["cgroup"] == c.containerd);
+  CHECK(b["container_id"] == kContainerdId);
+  CHECK(b["container_runtime"] == "containerd");
+  CHECK(b["pod_uid"] == kPodUid);
+  CHECK_FALSE(j.contains("cgroup_filtered"));  // only with --cgroup
+
+  INFO(page);
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(c.port_a) +
+                         "\",cgroup=\"" + c.docker_app + "\",container_id=\"" + kDockerId +
+                         "\",container_runtime=\"docker\"}") == a["packets"].get<double>());
+  CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(c.port_b) +
+                         "\",cgroup=\"" + c.containerd + "\",container_id=\"" + kContainerdId +
+                         "\",container_runtime=\"containerd\",pod_uid=\"" + kPodUid + "\"}") == b["packets"].get<double>());
+}
+
+// --cgroup with TCP: two servers, one in the kept docker container and one
+// in the containerd one, a connection to each; only the kept one's
+// segments are written, every one of its bytes reported, the other's counted.
+void check_cgroup_tcp(TestCgroups &cgroups, const Containers &c) {
+  const uint16_t tcp_in = free_port(SOCK_STREAM), tcp_out = free_port(SOCK_STREAM);
+  ReaderApp kept("", "tcp-conns", {"--port", std::to_string(tcp_in), "--conns", "1", "--idle-ms", "3000"});
+  ReaderApp other("", "tcp-conns", {"--port", std::to_string(tcp_out), "--conns", "1", "--idle-ms", "3000"});
+  cgroups.move(kept.pid(), c.docker_app);
+  cgroups.move(other.pid(), c.containerd);
+  Daemon nl({NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(tcp_in), "--port", std::to_string(tcp_out),
+             "--interval", "60", "--by", "dport,proto,cgroup", "--cgroup", c.docker});
+  INFO(nl->err());
+  REQUIRE(nl.wait_ready(15000));
+  // One write a millisecond: segments the stack may still coalesce, so
+  // records are counted as TCP made them, and compared between the two.
+  send_tcp("", 4, "127.0.0.1", tcp_in, 20, 100, 1000);
+  send_tcp("", 4, "127.0.0.1", tcp_out, 20, 100, 1000);
+  INFO(kept.output() + other.output());
+  REQUIRE(kept.finish(5000));
+  REQUIRE(other.finish(5000));
+  nl->signal(SIGTERM);
+  REQUIRE(nl->wait(5000));
+  const json j = last_interval(nl->exit().out);
+  INFO(j.dump());
+  REQUIRE(j["breakdown"].size() == 1);
+  const json &row = j["breakdown"][0];
+  CHECK(row["dport"] == tcp_in);
+  CHECK(row["proto"] == "tcp");
+  CHECK(row["container_id"] == kDockerId);
+  CHECK(row["packets"].get<uint64_t>() >= 1);
+  CHECK(j["packets"] == row["packets"]);
+  CHECK(j["tcp_bytes"]["reported"] == 2000);  // the kept connection's bytes, every one
+  CHECK(j["cgroup_filtered"]["outside"].get<uint64_t>() >= 1);
+  CHECK(j["cgroup_filtered"]["no_reader"] == 0);
+}
+
+}  // namespace
+
+TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --cgroup keeps one's",
+          "[service][cgroup][breakdown]") {
+  if (auto why = why_no_cgroups(); !why.empty())
+    SKIP(why);
+  const Containers c;
   TestCgroups cgroups(netlatd::cgroup2_root());
-  cgroups.make(docker_app);
-  cgroups.make(containerd);
-
-  const uint16_t port_a = free_port(), port_b = free_port(), port_c = free_port(),
-                 metrics_port = free_port(SOCK_STREAM);
-  const int n_a = 30, n_b = 20, n_c = 10;
-
-  // `with_gone`: a third reader, in a container whose cgroup is removed after
-  // it read and before the interval's line is written.
-  auto run = [&](const std::vector<std::string> &extra, bool scrape_it, bool with_gone) {
-    // The readers bind, move into their cgroups, then read: every read is
-    // made inside its cgroup.
-    ReaderApp reader_a("", "udp", {"--port", std::to_string(port_a), "--bind", "127.0.0.1", "--expect",
-                                   std::to_string(n_a), "--idle-ms", "3000"});
-    ReaderApp reader_b("", "udp", {"--port", std::to_string(port_b), "--bind", "127.0.0.1", "--expect",
-                                   std::to_string(n_b), "--idle-ms", "3000"});
-    cgroups.move(reader_a.pid(), docker_app);
-    cgroups.move(reader_b.pid(), containerd);
-    REQUIRE(cgroup_of(reader_a.pid()) == docker_app);
-    REQUIRE(cgroup_of(reader_b.pid()) == containerd);
-
-    std::unique_ptr<ReaderApp> reader_c;
-    if (with_gone) {
-      cgroups.make(gone);
-      reader_c = std::make_unique<ReaderApp>(
-          "", "udp",
-          std::vector<std::string>{"--port", std::to_string(port_c), "--bind", "127.0.0.1", "--expect",
-                                   std::to_string(n_c), "--idle-ms", "3000"});
-      cgroups.move(reader_c->pid(), gone);
-    }
-    std::vector<std::string> argv{NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(port_a), "--port",
-                                  std::to_string(port_b), "--port", std::to_string(port_c), "--interval", "60",
-                                  "--by", "dport,cgroup",
-                                  "--metrics-listen", "127.0.0.1:" + std::to_string(metrics_port)};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    Daemon nl(argv);
-    INFO(nl->err());
-    REQUIRE(nl.wait_ready(15000));
-    send_udp("", 4, "127.0.0.1", port_a, n_a, 64, 1000);
-    send_udp("", 4, "127.0.0.1", port_b, n_b, 64, 1000);
-    INFO(reader_a.output() + reader_b.output());
-    REQUIRE(reader_a.finish(5000));
-    REQUIRE(reader_b.finish(5000));
-    if (with_gone) {
-      send_udp("", 4, "127.0.0.1", port_c, n_c, 64, 1000);
-      REQUIRE(reader_c->finish(5000));
-      reader_c.reset();
-      // The daemon names a series' cgroup within 0.1 s of its first record.
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      cgroups.remove(gone);
-      REQUIRE_FALSE(fs::exists(netlatd::cgroup2_root() / gone.substr(1)));
-    }
-    std::string page;
-    if (scrape_it) {
-      // Until the reads' records are published (the daemon drains on a timer).
-      eventually(3000, [&] {
-        page = scrape(metrics_port);
-        return sample(page, "netlatd_packets_total{proto=\"udp\"}") == n_a + n_b + (with_gone ? n_c : 0);
-      });
-    }
-    nl->signal(SIGTERM);
-    REQUIRE(nl->wait(5000));
-    CHECK(nl->exit().code == 0);
-    return std::make_pair(last_interval(nl->exit().out), page);
-  };
+  cgroups.make(c.docker_app);
+  cgroups.make(c.containerd);
 
   SECTION("attribution: --by dport,cgroup names each reader's cgroup, container and pod") {
-    auto [j, page] = run({}, true, true);
+    auto [j, page] = run_readers(cgroups, c, {}, true, true);
     INFO(j.dump());
-    REQUIRE(j["by"] == json::array({"dport", "cgroup"}));
-    // Packet-only records (a read on 6.18 tied to no datagram: counted in
-    // reader_unknown, docs/JOIN.md) have no reader and so no cgroup: their
-    // rows say "unknown", and their packets are short of the reader's row.
-    std::map<int, json> rows;
-    std::map<int, uint64_t> unknown;
-    for (const json &row : j["breakdown"]) {
-      if (row["cgroup"] == "unknown")
-        unknown[row["dport"].get<int>()] += row["packets"].get<uint64_t>();
-      else
-        rows[row["dport"].get<int>()] = row;
-    }
-    REQUIRE(rows.size() == 3);
-    CHECK(unknown[port_a] + unknown[port_b] + unknown[port_c] == j["reader_unknown"].get<uint64_t>());
-    CHECK(j["reader_unknown"].get<uint64_t>() <= 3);
-    // Removed before the line was written, named while it was there.
-    const json &c = rows.at(port_c);
-    CHECK(c["packets"].get<uint64_t>() + unknown[port_c] == n_c);
-    CHECK(c["cgroup"] == gone);
-    CHECK(c["container_id"] == kGoneId);
-    const json &a = rows.at(port_a), &b = rows.at(port_b);
-    CHECK(a["packets"].get<uint64_t>() + unknown[port_a] == n_a);
-    CHECK(a["cgroup"] == docker_app);
-    CHECK(a["container_id"] == kDockerId);
-    CHECK(a["container_runtime"] == "docker");
-    CHECK_FALSE(a.contains("pod_uid"));
-    CHECK(b["packets"].get<uint64_t>() + unknown[port_b] == n_b);
-    CHECK(b["cgroup"] == containerd);
-    CHECK(b["container_id"] == kContainerdId);
-    CHECK(b["container_runtime"] == "containerd");
-    CHECK(b["pod_uid"] == kPodUid);
-    CHECK_FALSE(j.contains("cgroup_filtered"));  // only with --cgroup
-
-    INFO(page);
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(port_a) +
-                           "\",cgroup=\"" + docker_app + "\",container_id=\"" + kDockerId +
-                           "\",container_runtime=\"docker\"}") == a["packets"].get<double>());
-    CHECK(sample(page, "netlatd_stage_latency_seconds_count{stage=\"total\",dport=\"" + std::to_string(port_b) +
-                           "\",cgroup=\"" + containerd + "\",container_id=\"" + kContainerdId +
-                           "\",container_runtime=\"containerd\",pod_uid=\"" + kPodUid + "\"}") == b["packets"].get<double>());
+    check_attribution(c, j, page);
   }
 
   SECTION("--cgroup: only the docker container's subtree; the other reader's records are counted, not written") {
-    auto [j, page] = run({"--cgroup", docker}, false, false);
+    auto [j, page] = run_readers(cgroups, c, {"--cgroup", c.docker}, false, false);
     INFO(j.dump());
     // A packet whose read netlatd could not tie to it (6.18, docs/JOIN.md)
     // has no reader to keep it by: left out and counted as no_reader,
@@ -249,47 +314,18 @@ TEST_CASE("containers: each reader's cgroup, container and pod, exact counts; --
     const uint64_t kept = j["packets"].get<uint64_t>(), no_reader = j["cgroup_filtered"]["no_reader"].get<uint64_t>(),
                    outside = j["cgroup_filtered"]["outside"].get<uint64_t>();
     CHECK(no_reader <= 3);
-    CHECK(kept <= n_a);
-    CHECK(outside <= n_b);
-    CHECK(kept + outside + no_reader == n_a + n_b);
+    CHECK(kept <= c.n_a);
+    CHECK(outside <= c.n_b);
+    CHECK(kept + outside + no_reader == c.n_a + c.n_b);
     REQUIRE(j["breakdown"].size() == 1);
     const json &a = j["breakdown"][0];
-    CHECK(a["dport"] == port_a);
-    CHECK(a["cgroup"] == docker_app);  // a cgroup below the one kept
+    CHECK(a["dport"] == c.port_a);
+    CHECK(a["cgroup"] == c.docker_app);  // a cgroup below the one kept
     CHECK(a["packets"] == kept);
   }
 
   SECTION("--cgroup with TCP: the kept container's segments only, the other's counted") {
-    const uint16_t tcp_in = free_port(SOCK_STREAM), tcp_out = free_port(SOCK_STREAM);
-    ReaderApp kept("", "tcp-conns", {"--port", std::to_string(tcp_in), "--conns", "1", "--idle-ms", "3000"});
-    ReaderApp other("", "tcp-conns", {"--port", std::to_string(tcp_out), "--conns", "1", "--idle-ms", "3000"});
-    cgroups.move(kept.pid(), docker_app);
-    cgroups.move(other.pid(), containerd);
-    Daemon nl({NETLATD_BINARY, "--iface", "lo", "--port", std::to_string(tcp_in), "--port", std::to_string(tcp_out),
-               "--interval", "60", "--by", "dport,proto,cgroup", "--cgroup", docker});
-    INFO(nl->err());
-    REQUIRE(nl.wait_ready(15000));
-    // One write a millisecond: segments the stack may still coalesce, so
-    // records are counted as TCP made them, and compared between the two.
-    send_tcp("", 4, "127.0.0.1", tcp_in, 20, 100, 1000);
-    send_tcp("", 4, "127.0.0.1", tcp_out, 20, 100, 1000);
-    INFO(kept.output() + other.output());
-    REQUIRE(kept.finish(5000));
-    REQUIRE(other.finish(5000));
-    nl->signal(SIGTERM);
-    REQUIRE(nl->wait(5000));
-    const json j = last_interval(nl->exit().out);
-    INFO(j.dump());
-    REQUIRE(j["breakdown"].size() == 1);
-    const json &row = j["breakdown"][0];
-    CHECK(row["dport"] == tcp_in);
-    CHECK(row["proto"] == "tcp");
-    CHECK(row["container_id"] == kDockerId);
-    CHECK(row["packets"].get<uint64_t>() >= 1);
-    CHECK(j["packets"] == row["packets"]);
-    CHECK(j["tcp_bytes"]["reported"] == 2000);  // the kept connection's bytes, every one
-    CHECK(j["cgroup_filtered"]["outside"].get<uint64_t>() >= 1);
-    CHECK(j["cgroup_filtered"]["no_reader"] == 0);
+    check_cgroup_tcp(cgroups, c);
   }
 }
 
