@@ -11,22 +11,35 @@
 namespace nltest::soak_tier {
 
 Background::Background(Soak &soak, Daemon &nl) {
-  sampler_ = std::thread(&Background::sample, this, nl.proc().pid());
-  notifier_ = std::thread(&Background::receive_notify, this, std::ref(nl));
-  rotator_ = std::thread(&Background::rotate, this, std::ref(soak));
-  consumer_ = std::thread(&Background::consume, this, std::ref(soak));
+  try {
+    sampler_ = std::async(std::launch::async, &Background::sample, this, nl.proc().pid());
+    notifier_ = std::async(std::launch::async, &Background::receive_notify, this, std::ref(nl));
+    rotator_ = std::async(std::launch::async, &Background::rotate, this, std::ref(soak));
+    consumer_ = std::async(std::launch::async, &Background::consume, this, std::ref(soak));
+  } catch (...) {
+    // A thread that could not start: those that did end as the members go.
+    stop_rotating_ = true;
+    stop_ = true;
+    throw;
+  }
+}
+
+// The futures, destroyed after this, join their threads.
+Background::~Background() {
+  stop_rotating_ = true;
+  stop_ = true;
 }
 
 void Background::stop_rotating() {
   stop_rotating_ = true;
-  rotator_.join();
-  consumer_.join();
+  rotator_.get();
+  consumer_.get();
 }
 
 void Background::stop() {
   stop_ = true;
-  sampler_.join();
-  notifier_.join();
+  sampler_.get();
+  notifier_.get();
 }
 
 // Its memory, twice a second (its CPU time is read at the start and the end).

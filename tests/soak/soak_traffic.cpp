@@ -1,11 +1,11 @@
 #include "soak_traffic.hpp"
 
 #include <atomic>
+#include <future>
 #include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -69,9 +69,13 @@ RoundTraffic::RoundTraffic(const VethNamespaces &net, const std::string &call)
                  {"--port", std::to_string(kTcpPort), "--bind", net.rx_addr, "--requests",
                   std::to_string(kTcpRequests), "--idle-ms", "3000"}) {}
 
+// Each sender on a thread of its own, with no Catch2 assertion there (they
+// are not thread-safe): a future of std::async's get() joins its thread and
+// rethrows here what it threw, and one left when this throws joins as it
+// goes (a joinable std::thread destroyed would abort the process).
 void RoundTraffic::send(const VethNamespaces &net, Traffic &tr) {
   std::atomic<bool> flood_done{false};
-  std::thread flood_thread([&] {
+  std::future<void> flood_run = std::async(std::launch::async, [&] {
     flood = run_senders(net.tx_ns, "udp-flood",
                         {"--to", net.rx_addr, "--port", std::to_string(kFloodPort), "--threads", "2",
                          "--duration-ms", std::to_string(kFloodMs), "--base-len", "16", "--len-span", "1400",
@@ -79,21 +83,21 @@ void RoundTraffic::send(const VethNamespaces &net, Traffic &tr) {
                         kFloodMs + 30000);
     flood_done = true;
   });
-  std::thread churn_thread([&] {
+  std::future<void> churn_run = std::async(std::launch::async, [&] {
     churn = run_senders(net.tx_ns, "udp-churn",
                         {"--to", net.rx_addr, "--port", std::to_string(kChurnPort), "--listen-port",
                          std::to_string(kChurnPeerPort), "--rounds", std::to_string(kChurnRounds), "--per-round",
                          "3"},
                         60000);
   });
-  std::thread tcp_thread([&] {
+  std::future<void> tcp_run = std::async(std::launch::async, [&] {
     tcp = run_senders(net.tx_ns, "tcp-rpc",
                       {"--to", net.rx_addr, "--port", std::to_string(kTcpPort), "--requests",
                        std::to_string(kTcpRequests)},
                       60000);
   });
-  churn_thread.join();
-  tcp_thread.join();
+  churn_run.get();
+  tcp_run.get();
   churn_ok = churn_reader.finish(10000);
   tcp_ok = tcp_server.finish(10000);
   // The interface goes away under the flood, and comes back.
@@ -103,7 +107,7 @@ void RoundTraffic::send(const VethNamespaces &net, Traffic &tr) {
   sleep_ms(200);
   create_interface(net);
   tr.recreations++;
-  flood_thread.join();
+  flood_run.get();
   sleep_ms(300);
   flood_reader.finish(0);  // SIGTERM: it joins its threads and writes its log
 }
