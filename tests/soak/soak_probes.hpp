@@ -18,11 +18,11 @@ std::map<std::string, uint64_t> udp_snmp(const std::string &ns);
 std::set<uint32_t> programs_held_by(pid_t pid);
 std::set<uint32_t> loaded_program_ids();
 
-// The daemon's memory and CPU, sampled twice a second.
+// The daemon's memory, sampled twice a second (its CPU time is read at the
+// start and the end: cpu_seconds(), Readings).
 struct Usage {
   std::vector<uint64_t> rss_kib;  // VmRSS
   uint64_t hwm_kib = 0;           // VmHWM
-  double cpu_s = 0;               // utime + stime
 };
 
 uint64_t status_kib(const std::string &status, const std::string &key);
