@@ -20,10 +20,11 @@
  *   udp/named/   where the kernel names each read's datagram (fentry):
  *                queue.bpf.h (the enqueue's stamp), read.bpf.h (consume, return)
  *   udp/order/   where only queue order says (docs/JOIN.md): state.bpf.h,
- *                queue.bpf.h (data-ready), read_in.bpf.h (before the lock),
- *                drops.bpf.h, read.bpf.h; and in plain C, which the unit
- *                tier's checker compiles too: types.h, slots.h, decide.h,
- *                retire.h, locked.h (the rules under the socket's lock)
+ *                walk.bpf.h and queue.bpf.h (data-ready), read_in.bpf.h
+ *                (before the lock), drops.bpf.h, read.bpf.h; and in plain
+ *                C, which the unit tier's checker compiles too: types.h,
+ *                slots.h, decide.h, retire.h, locked.h (the rules under the
+ *                socket's lock)
  *   tcp/         state.bpf.h (segments, cursor), probe.bpf.h (tcp_probe),
  *                read.bpf.h (a read's byte range)
  *   emit/        record.bpf.h (the ring record's halves), emit.bpf.h (writing it)
@@ -64,6 +65,7 @@
 #include "udp/order/slots.h"
 #include "reader/wake.bpf.h"
 #include "udp/named/queue.bpf.h"
+#include "udp/order/walk.bpf.h"
 #include "udp/order/queue.bpf.h"
 #include "reader/view.bpf.h"
 #include "emit/record.bpf.h"

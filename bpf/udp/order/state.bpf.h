@@ -8,7 +8,7 @@
 #include "types.h"
 
 /* Datagrams a UDP data-ready call walks back over from a queue's tail
- * (queue.bpf.h) for those without a slot yet (a bpf_loop walk: its
+ * (walk.bpf.h) for those without a slot yet (a bpf_loop walk: its
  * length costs nothing unless used). */
 #define UDP_MIRROR_WALK 128
 
