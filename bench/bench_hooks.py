@@ -32,6 +32,7 @@ def hook_costs(b):
     try:
         rounds = round_trip_rounds(b, [t for t in tracers if t != "bpftrace-floor"], pingpong,
                                    [p_srv, p_cli])
+        untraced = untraced_rounds(b, tracers, pingpong)
         if b.recv_return_hook():
             host_primitives(b, pingpong, p_srv, p_cli)
         # Apart from the timed runs: the counting's atomic adds cost time.
@@ -43,6 +44,29 @@ def hook_costs(b):
         if rs:
             rt_out[v] = round_trip_costs(v, rs, a.count + a.warmup)
     ratios_to_floor(rt_out, rounds)
+    if untraced:
+        out_u = b.results["hooks_untraced"] = {}
+        for v, rs in untraced.items():
+            if rs:
+                out_u[v] = round_trip_costs(v, rs, a.count + a.warmup)
+        ratios_to_floor(out_u, untraced, UNTRACED_REF)
+
+
+# What netlatd costs for traffic it does not trace, against the hooks' own cost.
+UNTRACED_REF = "floor-empty"
+
+
+def untraced_rounds(b, tracers, pingpong):
+    """The same ping-pong, with netlatd (and netlatd-b) and floor-empty watching two
+    other ports (the sockperf part's, idle here): every packet still passes netlatd's
+    filter at netif_receive_skb and its other hooks, and none is traced. On a host of
+    a fleet, most of the traffic is this. {tracer: [round]}, or None without
+    floor-empty and netlatd."""
+    if UNTRACED_REF not in tracers or "netlatd" not in tracers:
+        return None
+    vs = [v for v in (UNTRACED_REF, "netlatd", "netlatd-b") if v in tracers]
+    return round_trip_rounds(b, vs, pingpong, [b.ports[3], b.ports[4]],
+                             "loopback round trip on ports not traced")
 
 
 def hook_tracers(b):
@@ -83,7 +107,7 @@ def flood_hook_costs(b, v):
     return h
 
 
-def round_trip_rounds(b, rt_tracers, pingpong, ports):
+def round_trip_rounds(b, rt_tracers, pingpong, ports, what="loopback round trip"):
     """Each tracer's programs over pingpong(), in interleaved rounds: {tracer: [round]}.
     Interleaved: this host's speed drifts by tens of per cent within minutes, so
     each round measures every tracer back to back, and a tracer's figure against
@@ -100,8 +124,8 @@ def round_trip_rounds(b, rt_tracers, pingpong, ports):
             ns = sum(p["run_time_ns"] for p in progs) / trips
             rounds[v].append({"round": rnd, "progs": progs, "p50_ns": res["p50_ns"],
                               "bpf_ns_per_round_trip": ns})
-            log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per loopback round "
-                f"trip: {sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
+            log(f"hook cost round {rnd + 1}/{a.hook_rounds} {v} per {what}: "
+                f"{sum(p['run_cnt'] for p in progs) / trips:.1f} program runs, "
                 f"{ns:.0f} ns of BPF")
     return rounds
 
@@ -134,9 +158,9 @@ def round_trip_costs(v, rs, trips):
     return h
 
 
-def ratios_to_floor(rt_out, rounds):
-    """Each tracer against the clock floor of the same round."""
-    ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(FLOOR_REF, [])}
+def ratios_to_floor(rt_out, rounds, floor=FLOOR_REF):
+    """Each tracer against the floor (the clock floor unless told) of the same round."""
+    ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(floor, [])}
     for v, h in rt_out.items():
         ratios = [r["bpf_ns_per_round_trip"] / ref[r["round"]] for r in rounds[v]
                   if ref.get(r["round"])]

@@ -116,7 +116,7 @@ def render(res, md=False):
         out.append(f"### {t}" if md else f"== {t}")
         out.append("")
 
-    for section in (roundtrip_tables, hook_tables, program_tables,
+    for section in (roundtrip_tables, hook_tables, untraced_table, program_tables,
                     floor_table, daemon_tables, memory_tables, target_tables):
         section(res, title, table)
     closing_lines(res, out)
@@ -189,6 +189,33 @@ def hook_tables(res, title, table):
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",
                 f"{p['ns_per_round_trip']:.0f}")
                for p in h["progs"] if p["run_cnt"]])
+
+
+def untraced_table(res, title, table):
+    """What netlatd costs for the traffic it does not trace (bench_hooks.untraced_rounds)."""
+    u = res.get("hooks_untraced") or {}
+    if not u:
+        return
+    some = next(iter(u.values()))
+    rounds = some.get("rounds", 1)
+    title(f"Traffic netlatd does not trace: the loopback ping-pong with netlatd and "
+          f"floor-empty watching two other ports ({some['round_trips']} round trips"
+          + (f" x {rounds} interleaved rounds, medians" if rounds > 1 else "")
+          + "; x floor-empty: the hooks' own cost)")
+
+    def filter_prog(h):
+        return next((p for p in h["progs"] if p["name"].startswith("rcv_skb")
+                     or p["name"].endswith("netif_receive_skb")), None)
+
+    rows = []
+    for v, h in u.items():
+        f = filter_prog(h)
+        ratio = h.get("ratio_to_floor") if v != "floor-empty" else None
+        rows.append((v, f"{h['runs_per_round_trip']:.1f}", f"{h['bpf_ns_per_round_trip']:.0f}",
+                     f"{ratio:.2f}" if ratio else "-",
+                     f"{f['ns_per_run']:.0f}" if f and f["ns_per_run"] is not None else "-"))
+    table(["tracer", "runs/round trip", "BPF ns/round trip", "x floor-empty",
+           "ns/run at netif_receive_skb"], rows)
 
 
 def program_tables(res, title, table):
