@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -109,38 +110,60 @@ TEST_CASE("readers: 10000 concurrent TCP connections to one watched port", "[bpf
   CHECK(t.tcp + t.all_drops() >= segments);
 }
 
-// A reader 400 ms behind a stream of small writes reads some 350 segments
-// in one call (at least 49 even with the sender's gaps stretched 8 times,
-// as under TCG). A read's walk once looked at 48 segments: those past the
-// 48th were left behind the next read and counted unseen_read, their bytes
-// read but never reported (tcp_bytes.read above reported + skipped).
+// A reader held until a stream of small writes is all queued reads it in
+// one call: hundreds or thousands of segments. A read's walk once looked at
+// 48 segments: those past the 48th were left behind the next read and
+// counted unseen_read, their bytes read but never reported (tcp_bytes.read
+// above reported + skipped).
 namespace {
 
 // One connection carries `requests` writes of `size` bytes, 1 ms apart
-// (TCP_NODELAY: one write, one segment), while its reader sleeps `delay_ms`
-// after the first: its next read takes all that queued meanwhile, many
-// segments at once.
+// (TCP_NODELAY: one write, one segment), all queued before its reader's
+// first read, which takes many segments at once.
 struct ManySegments {
   Totals t;
   uint64_t bytes = 0, largest = 0;
 };
 
-ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requests, int size, int delay_ms) {
+// Whether the rx namespace's connection on `port` is in CLOSE-WAIT: its
+// peer's FIN is queued, and TCP takes a FIN only after every byte before it,
+// so every byte sent is in the socket's receive queue.
+bool all_queued(const std::string &ns, uint16_t port) {
+  Process ss({"ip", "netns", "exec", ns, "ss", "-tnH", "state", "close-wait", "sport", "=", ":" + std::to_string(port)});
+  return ss.wait(5000) && ss.exit().code == 0 && !ss.exit().out.empty();
+}
+
+// One connection of `requests` writes of `size` bytes, every one of them
+// queued before the reader's first read: it reads up to 64 KiB a call, so
+// the first read takes them all when they fit. Held until the sender has
+// closed and its FIN is queued after the last byte; no sleep decides it (a
+// reader that slept 7 s read 44,604 of 60,000 bytes first in a slow guest).
+ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requests, int size) {
   ManySegments m;
   VethNamespaces net;
   auto nl = start_netlatd(net, {"--port", std::to_string(port)});
   ReaderApp server(net.rx_ns, "tcp-conns",
                    {"--bind", net.rx_addr, "--port", std::to_string(port), "--conns", "1", "--threads", "1",
-                    "--delay-ms", std::to_string(delay_ms), "--idle-ms", "5000"});
-  SenderResult sent = run_senders(net.tx_ns, "tcp-conns",
-                                  {"--to", net.rx_addr, "--port", std::to_string(port), "--conns", "1",
-                                   "--requests", std::to_string(requests), "--size", std::to_string(size),
-                                   "--gap-ms", "1"},
-                                  30000);
+                    "--idle-ms", "5000"},
+                   ReaderApp::Start::Held);
+  // The sender shuts its side, then waits for the server's close: it ends
+  // only after the reads, so it runs beside the wait.
+  auto sender = std::async(std::launch::async, [&] {
+    return run_senders(net.tx_ns, "tcp-conns",
+                       {"--to", net.rx_addr, "--port", std::to_string(port), "--conns", "1", "--requests",
+                        std::to_string(requests), "--size", std::to_string(size), "--gap-ms", "1"},
+                       patient_ms(60000));
+  });
+  bool queued = false;
+  for (int waited = 0; !(queued = all_queued(net.rx_ns, port)) && waited < patient_ms(60000); waited += 50)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server.go();
+  SenderResult sent = sender.get();
   const bool served = server.finish(20000);
   INFO(sent.output);
   INFO(server.output());
   CHECK(sent.ok);
+  CHECK(queued);
   CHECK(served);
   m.t = stop_netlatd(nl->proc());
   for (const ReadEntry &r : server.log().reads) {
@@ -163,8 +186,7 @@ TEST_CASE("readers: one TCP read of a hundred segments and more reports each", "
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   const int requests = 400, size = 100;
-  // About 350 segments queued while the reader sleeps.
-  ManySegments m = one_read_of_many_segments("one TCP read of many segments", 5424, requests, size, 400);
+  ManySegments m = one_read_of_many_segments("one TCP read of many segments", 5424, requests, size);
   REQUIRE(m.bytes == static_cast<uint64_t>(requests) * size);
   // What is tested: a read past the old walk's 48 segments happened.
   REQUIRE(m.largest > 48 * static_cast<uint64_t>(size));
@@ -177,7 +199,7 @@ TEST_CASE("readers: one TCP read of over 4,096 segments counts the rest by name"
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
   const int requests = 5000, size = 12;  // 12: the least nlsenders writes
-  ManySegments m = one_read_of_many_segments("one TCP read past the walk's bound", 5425, requests, size, 7000);
+  ManySegments m = one_read_of_many_segments("one TCP read past the walk's bound", 5425, requests, size);
   REQUIRE(m.bytes == static_cast<uint64_t>(requests) * size);
   // What is tested: one read completed more segments than a walk reports
   // (bpf/tcp/state.bpf.h TCP_READ_WALK).

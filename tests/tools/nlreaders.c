@@ -32,10 +32,12 @@
  *                 --per-round K
  *       R times: a new socket bound to P, a ready datagram to the peer, K
  *       datagrams read, close (whatever else is queued is left unread).
- *   nlreaders tcp-conns --port P --conns N [--threads T] [--delay-ms D]
+ *   nlreaders tcp-conns --port P --conns N [--threads T] [--delay-ms D] [--go-file F]
  *       Accepts N connections; T threads read them in epoll loops until each
  *       peer closes. D: each thread sleeps D ms at its first readable
  *       connection before it reads, so that a backlog of segments builds.
+ *       F: no thread reads before F exists (the test creates it once all it
+ *       wants queued is).
  *   nlreaders tcp-rpc --port P --requests N [--work-us W] [--epoll] [--defer-accept]
  *       One connection per request: accept, work W us, [epoll_wait,] read the
  *       request, reply with 8 bytes, close. --defer-accept: TCP_DEFER_ACCEPT on

@@ -24,7 +24,7 @@ struct nlr_config {
 	long work_us, delay_ms, expect, rounds, per_round, conns, requests, idle_ms, max_reads;
 	int held_threads; /* udp: the first ones are named NLR_HELD_COMM */
 	const char *bind, *peer, *log, *ready_file;
-	const char *go_file; /* udp: no thread reads before it exists */
+	const char *go_file; /* no thread reads before it exists */
 };
 
 /* The name of a thread --held-threads gives: a test BPF program holds its

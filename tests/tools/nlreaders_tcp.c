@@ -64,6 +64,7 @@ static void *conn_reader(void *arg)
 			usleep((useconds_t)delay_ms * 1000);
 			delay_ms = 0;
 		}
+		nlr_wait_go(); /* --go-file: no read before it exists */
 		for (int i = 0; i < r; i++) {
 			int fd = ev[i].data.fd;
 			if (fd < 0)
