@@ -46,25 +46,25 @@ void run_resync(int threads, const std::string &call, uint16_t port) {
     SKIP(why);
   VethNamespaces net;
   net.set_mtu(9000);  // datagram i is 16 + i bytes long
-  // Bursts of 8 every ~800 us from one CPU; the reader sleeps its first
-  // 300 ms, so some 3,000 datagrams wait in its (16 MiB) receive buffer:
-  // far more than a socket's 1,024 slots, even if a loaded machine stretches
-  // the sender's sleeps by half. Then it drains them, and reads the rest as
-  // they come. (One datagram every 100 us, the sender's sleeps stretched by a
-  // loaded machine, once queued only 254 in 150 ms: no overflow to resync
-  // from.) The reader catches up soon after it wakes; the 8,000 in all leave
-  // it another 500 ms of datagrams that come to a drained socket.
+  // Bursts of 8 every ~800 us from one CPU; the reader is held until the
+  // sender has sent 3,000, which then wait in its (16 MiB) receive buffer:
+  // far more than a socket's 1,024 slots, on any machine. (A reader that
+  // slept instead once found only 254 queued, its sender slowed by a loaded
+  // machine: no overflow to resync from.) Then it drains them, and reads the
+  // rest as they come. It catches up soon after it starts; the 8,000 in all
+  // leave it another 400 ms of datagrams that come to a drained socket.
   const int n = 8000;
   ReaderRunSpec spec;
   spec.port = port;
   spec.to = net.rx_addr;
   spec.reader_mode = "udp";
-  spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--delay-ms", "300",
-                      "--expect", std::to_string(n)};
+  spec.reader_args = {"--bind", spec.to, "--threads", std::to_string(threads), "--call", call, "--expect",
+                      std::to_string(n)};
   spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "1", "--bursts", std::to_string(n / 8), "--burst-size", "8",
                       "--gap-us", "800", "--lengths", "distinct"};
   spec.expect_reads = static_cast<size_t>(n);
+  spec.reader_waits_for = 3000;
   ReaderRun run = run_readers(net, spec);
   report("resync after an overflow, " + std::to_string(threads) + " threads, " + call, run);
   check_no_wrong_records(run);
@@ -167,10 +167,10 @@ TEST_CASE("readers: a UDP socket's slots resync after an overflow, 4 threads", "
 // backlog larger than the slots: many reads in flight whenever the queue
 // drains. Resyncing there once named a wrong datagram (a read in flight with
 // a datagram whose slot the resync had written out): nothing here may name a
-// wrong reader, and every read is named or counted. The readers sleep 150 ms
-// first: a sender on time has queued some 3,200 by then, three times the
-// 1,024 slots. (With 60 ms, some 1,100 on time here: CI's slower sender once
-// stayed under the slots, and there was no overflow to test.)
+// wrong reader, and every read is named or counted. The readers are held
+// until 3,200 are sent, three times the 1,024 slots. (Readers that slept
+// 60 ms instead once found fewer than the slots on CI's slower sender: there
+// was no overflow to test.)
 TEST_CASE("readers: UDP slots after an overflow, 16 threads in bursts", "[bpf][readers][resync]") {
   if (auto why = why_no_root_tier(); !why.empty())
     SKIP(why);
@@ -180,12 +180,13 @@ TEST_CASE("readers: UDP slots after an overflow, 16 threads in bursts", "[bpf][r
   spec.port = 5423;
   spec.to = net.rx_addr;
   spec.reader_mode = "udp";
-  spec.reader_args = {"--bind", spec.to, "--threads", "16", "--call", "recvfrom", "--delay-ms", "150",
-                      "--expect", std::to_string(n)};
+  spec.reader_args = {"--bind", spec.to, "--threads", "16", "--call", "recvfrom", "--expect",
+                      std::to_string(n)};
   spec.sender_mode = "udp";
   spec.sender_args = {"--to", spec.to, "--threads", "2", "--bursts", std::to_string(bursts), "--burst-size",
                       std::to_string(burst_size), "--gap-us", "3000", "--lengths", "equal", "--len", "200"};
   spec.expect_reads = static_cast<size_t>(n);
+  spec.reader_waits_for = 3200;
   ReaderRun run = run_readers(net, spec);
   report("resync, 16 threads in bursts", run);
   if (!run.records.empty() && !run.verdict.sport_seen)

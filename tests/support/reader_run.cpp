@@ -7,6 +7,7 @@
 #include <catch2/catch_test_macros.hpp>
 
 #include "process.hpp"
+#include "scratch.hpp"
 
 namespace nltest {
 
@@ -38,6 +39,14 @@ ReaderRun run_readers(const VethNamespaces &net, const ReaderRunSpec &spec) {
   std::vector<std::string> reader_args = spec.reader_args, sender_args = spec.sender_args;
   reader_args.insert(reader_args.end(), {"--port", port});
   sender_args.insert(sender_args.end(), {"--port", port});
+  // The sender makes the go file once it has sent that many: the backlog
+  // the reader finds is then the same on any machine, however slow.
+  TempDir hold("nlhold");
+  if (spec.reader_waits_for > 0) {
+    const std::string go = (hold.path() / "go").string();
+    reader_args.insert(reader_args.end(), {"--go-file", go});
+    sender_args.insert(sender_args.end(), {"--go-file", go, "--go-after", std::to_string(spec.reader_waits_for)});
+  }
   ReaderApp reader(net.rx_ns, spec.reader_mode, reader_args);
 
   ReaderRun run;

@@ -28,6 +28,7 @@ struct ReaderRunSpec {
   std::string to;                        // the reader's address, for the warm-up
   std::function<void()> before_reader;   // once netlatd is ready, before the reader starts
   std::vector<std::string> netlatd_args;  // added to netlatd's (a record of every packet)
+  long reader_waits_for = 0;              // > 0: the reader reads nothing before this many are sent
 };
 
 struct ReaderRun {

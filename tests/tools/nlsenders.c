@@ -52,7 +52,10 @@
  *                 [--len-span M]
  *       One connection per request: connect, write it, read the reply, close.
  *
- * Every mode: [--netns NS] [--log FILE]. The log, written at the end:
+ * Every mode: [--netns NS] [--log FILE] [--go-file F --go-after N]. F is
+ * made once N sends are logged: an nlreaders held by --go-file F then reads
+ * only what has been sent by then, whatever the machine's speed. The log,
+ * written at the end:
  *   S ID LEN SOURCE_PORT CPU SEND_NS   (CLOCK_MONOTONIC just before the send)
  * Exit 0 when everything was sent (and answered), 1 otherwise.
  */
@@ -75,7 +78,7 @@ static atomic_long sent_count;
 static const char *const known_opts[] = {
 	"to", "port", "threads", "bursts", "burst-size", "lengths", "len", "base-len", "sport-base", "gap-us",
 	"listen-port", "rounds", "per-round", "len-span", "conns", "requests", "size", "gap-ms", "netns", "log",
-	"duration-ms", "max-sends", "ip-options", "empty-every", "from", "dev", "mac", "vlan", "odd-kinds", NULL};
+	"duration-ms", "max-sends", "ip-options", "empty-every", "from", "dev", "mac", "vlan", "odd-kinds", "go-file", "go-after", NULL};
 
 static void configure(int argc, char **argv)
 {
@@ -109,9 +112,12 @@ static void configure(int argc, char **argv)
 	scfg.mac = nl_opt_str(o, n, "mac", "");
 	scfg.vlan = nl_opt_long(o, n, "vlan", -1);
 	scfg.odd_kinds = nl_opt_str(o, n, "odd-kinds", "01234");
+	scfg.go_file = nl_opt_str(o, n, "go-file", NULL);
+	scfg.go_after = nl_opt_long(o, n, "go-after", 0);
 	if (!*scfg.to || scfg.port <= 0 || scfg.port > 65535 || scfg.threads < 1 || scfg.threads > 64 ||
-	    scfg.base_len < NL_HDR_LEN || scfg.len < NL_HDR_LEN || scfg.size < NL_HDR_LEN || scfg.len_span < 1 || scfg.empty_every < 0)
-		nl_usage("nlsenders", "--to ADDR --port 1..65535, --threads 1..64, lengths >= 12");
+	    scfg.base_len < NL_HDR_LEN || scfg.len < NL_HDR_LEN || scfg.size < NL_HDR_LEN || scfg.len_span < 1 || scfg.empty_every < 0 ||
+	    (scfg.go_file && scfg.go_after < 1))
+		nl_usage("nlsenders", "--to ADDR --port 1..65535, --threads 1..64, lengths >= 12, --go-after >= 1");
 	const char *ns = nl_opt_str(o, n, "netns", NULL);
 	if (ns)
 		nl_enter_netns(ns);
@@ -125,11 +131,20 @@ void nls_log_init(long capacity)
 	scfg.log_capacity = capacity;
 }
 
+static void make_go_file(void)
+{
+	FILE *f = fopen(scfg.go_file, "w");
+	if (!f || fclose(f) != 0)
+		nl_die(scfg.go_file);
+}
+
 void nls_log_sent(uint32_t id, uint32_t len, int sport, uint64_t ns)
 {
 	long i = atomic_fetch_add(&sent_count, 1);
 	if (i < scfg.log_capacity)
 		sent_log[i] = (struct nls_sent){ns, id, len, (uint16_t)sport, (uint16_t)sched_getcpu()};
+	if (scfg.go_file && i + 1 == scfg.go_after)
+		make_go_file();
 }
 
 int nls_local_port(int fd)
@@ -182,6 +197,11 @@ int main(int argc, char **argv)
 		ok = nls_run_tcp_rpc();
 	else
 		nl_usage("nlsenders", "mode is udp, udp-flood, udp-churn, udp-raw, tcp-conns or tcp-rpc");
+	if (scfg.go_file && atomic_load(&sent_count) < scfg.go_after) {
+		fprintf(stderr, "nlsenders: only %ld sends, fewer than --go-after\n", atomic_load(&sent_count));
+		make_go_file(); /* the held reader reads what there is */
+		ok = 0;
+	}
 	if (scfg.log)
 		write_log();
 	printf("nlsenders: result sent=%ld ok=%d\n", atomic_load(&sent_count), ok);

@@ -10,13 +10,13 @@
 #include "nltool.h"
 
 struct nls_config {
-	const char *to, *log, *from, *dev, *mac, *odd_kinds;
+	const char *to, *log, *from, *dev, *mac, *odd_kinds, *go_file;
 	int port, threads, sport_base, listen_port;
 	bool equal, ip_options;
 	long empty_every, vlan;
 	long bursts, burst_size, len, base_len, len_span, gap_us, rounds, per_round, conns, requests, size, gap_ms;
 	long log_capacity;
-	long duration_ms, max_sends;
+	long duration_ms, max_sends, go_after;
 };
 
 struct nls_sent {
