@@ -12,6 +12,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "net_counters.hpp"
 #include "reader_run.hpp"
 
 using namespace nltest;
@@ -139,24 +140,6 @@ std::string mac_of(const std::string &ns, const std::string &dev) {
   return at == std::string::npos ? "" : out.substr(at + 11, 17);
 }
 
-// What a namespace's stack counted: the value of `field` in /proc/net/snmp's
-// `group` lines ("Udp", "InCsumErrors").
-long long snmp(const std::string &ns, const std::string &group, const std::string &field) {
-  std::string text = sh_output("ip netns exec " + ns + " cat /proc/net/snmp");
-  std::istringstream in(text);
-  std::string names, values;
-  while (std::getline(in, names) && std::getline(in, values)) {
-    if (names.rfind(group + ":", 0) != 0)
-      continue;
-    std::istringstream n(names), v(values);
-    std::string name, value;
-    while (n >> name && v >> value)
-      if (name == field)
-        return std::stoll(value);
-  }
-  return -1;
-}
-
 // Every record is of a datagram some call returned: none has a length no
 // read had (a datagram the kernel dropped, or a length read from a header
 // that lies), whether it names a reader or not.
@@ -264,11 +247,11 @@ void run_crafted(const std::string &kinds, int threads = 1, const std::vector<st
         if (equal)
           spec.sender_args.insert(spec.sender_args.end(),
                                   {"--lengths", "equal", "--len", "300", "--burst-size", "8"});
-        csum_before = snmp(net.rx_ns, "Udp", "InCsumErrors");
+        csum_before = net_counter(net.rx_ns, "Udp.InCsumErrors");
       };
       x.after = [&](VethNamespaces &net, const ReaderRun &run) {
         // The kernel did drop them.
-        const long long csum = snmp(net.rx_ns, "Udp", "InCsumErrors") - csum_before;
+        const long long csum = net_counter(net.rx_ns, "Udp.InCsumErrors") - csum_before;
         const auto stack = run.totals.drops.count("stack_dropped") ? run.totals.drops.at("stack_dropped") : 0;
         std::fprintf(stderr,
                      "  crafted: %d good + %d trimmed read; kernel InCsumErrors +%lld (of %d); netlatd "
@@ -376,7 +359,7 @@ TEST_CASE("odd packets: a FIONREAD drop whose task never reads holds the port fo
   std::string asked;
   x.setup = [&](VethNamespaces &net, ReaderRunSpec &spec) {
     REQUIRE(sh("ip netns exec " + net.rx_ns + " ethtool -K " + net.rx_if + " rx off >/dev/null") == 0);
-    csum_before = snmp(net.rx_ns, "Udp", "InCsumErrors");
+    csum_before = net_counter(net.rx_ns, "Udp.InCsumErrors");
     const std::string port = std::to_string(spec.port);
     // Binds, waits for the datagrams, asks FIONREAD once, prints the answer.
     const std::string asker = "import fcntl, socket, struct, termios, time\n"
@@ -409,7 +392,7 @@ TEST_CASE("odd packets: a FIONREAD drop whose task never reads holds the port fo
     INFO("the asker said: " << asked);
     // FIONREAD dropped all three (none readable), and the kernel counted them.
     CHECK(asked == "0\n");
-    CHECK(snmp(net.rx_ns, "Udp", "InCsumErrors") - csum_before == 3);
+    CHECK(net_counter(net.rx_ns, "Udp.InCsumErrors") - csum_before == 3);
   };
   ReaderRun run = run_odd(c, x);
   // Each of the three once: queued and given slots before the FIONREAD, so

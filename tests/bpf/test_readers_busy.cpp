@@ -13,6 +13,7 @@
 #include <catch2/catch_test_macros.hpp>
 #include <nlohmann/json.hpp>
 
+#include "net_counters.hpp"
 #include "net_fixture.hpp"
 #include "netlatd_output.hpp"
 #include "reader_apps.hpp"
@@ -123,6 +124,7 @@ namespace {
 struct ManySegments {
   Totals t;
   uint64_t bytes = 0, largest = 0;
+  std::string rx_tcp, tx_tcp;  // the counters each side's stack changed
 };
 
 // Whether the rx namespace's connection on `port` is in CLOSE-WAIT: its
@@ -142,6 +144,7 @@ ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requ
   ManySegments m;
   VethNamespaces net;
   auto nl = start_netlatd(net, {"--port", std::to_string(port)});
+  const NetCounters rx_before = net_counters(net.rx_ns), tx_before = net_counters(net.tx_ns);
   ReaderApp server(net.rx_ns, "tcp-conns",
                    {"--bind", net.rx_addr, "--port", std::to_string(port), "--conns", "1", "--threads", "1",
                     "--idle-ms", "5000"},
@@ -177,6 +180,11 @@ ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requ
                static_cast<unsigned long long>(m.t.tcp_reported), static_cast<unsigned long long>(m.t.tcp_skipped),
                static_cast<unsigned long long>(m.t.tcp), static_cast<unsigned long long>(m.t.matching),
                counted(m.t).c_str());
+  // What TCP did besides: a retransmission or a collapsed queue changes
+  // which segments the reads complete.
+  m.rx_tcp = counter_changes(rx_before, net_counters(net.rx_ns));
+  m.tx_tcp = counter_changes(tx_before, net_counters(net.tx_ns));
+  std::fprintf(stderr, "  the receiver's stack counted:%s\n  the sender's:%s\n", m.rx_tcp.c_str(), m.tx_tcp.c_str());
   return m;
 }
 
