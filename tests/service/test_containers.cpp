@@ -160,8 +160,10 @@ void read_then_remove(TestCgroups &cgroups, const Containers &c, std::unique_ptr
   send_udp("", 4, "127.0.0.1", c.port_c, c.n_c, 64, 1000);
   REQUIRE(reader_c->finish(5000));
   reader_c.reset();
-  // The daemon names a series' cgroup within 0.1 s of its first record.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Once the daemon has named the series' cgroup: its metrics show the
+  // container (the page is published as the daemon drains, on a timer).
+  const std::string named = "container_id=\"" + kGoneId + "\"";
+  REQUIRE(eventually(5000, [&] { return scrape(c.metrics_port).find(named) != std::string::npos; }));
   cgroups.remove(c.gone);
   REQUIRE_FALSE(fs::exists(netlatd::cgroup2_root() / c.gone.substr(1)));
 }
