@@ -125,7 +125,20 @@ struct ManySegments {
   Totals t;
   uint64_t bytes = 0, largest = 0;
   std::string rx_tcp, tx_tcp;  // the counters each side's stack changed
+  long long retransmitted = 0;  // the sender's Tcp.RetransSegs
 };
+
+// The sender retransmits only on a real loss: no tail loss probe
+// (tcp_early_retrans 0) and no timeout under 5 s, and the receiver acks at
+// once. In a TCG guest, late delayed ACKs made the sender probe, and a
+// retransmission that straddles the receiver's next byte is queued as one
+// skb from the earlier sequence: a gap for the read's walk, counted by name
+// (tcp_gap), before the walk reaches its bound.
+void quiet_retransmissions(const VethNamespaces &net) {
+  REQUIRE(sh("ip netns exec " + net.tx_ns + " sh -c 'echo 0 > /proc/sys/net/ipv4/tcp_early_retrans'") == 0);
+  REQUIRE(sh("ip -n " + net.tx_ns + " route replace " + net.rx_addr + "/32 dev " + net.tx_if + " rto_min 5s") == 0);
+  REQUIRE(sh("ip -n " + net.rx_ns + " route replace " + net.tx_addr + "/32 dev " + net.rx_if + " quickack 1") == 0);
+}
 
 // Whether the rx namespace's connection on `port` is in CLOSE-WAIT: its
 // peer's FIN is queued, and TCP takes a FIN only after every byte before it,
@@ -143,6 +156,7 @@ bool all_queued(const std::string &ns, uint16_t port) {
 ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requests, int size) {
   ManySegments m;
   VethNamespaces net;
+  quiet_retransmissions(net);
   auto nl = start_netlatd(net, {"--port", std::to_string(port)});
   const NetCounters rx_before = net_counters(net.rx_ns), tx_before = net_counters(net.tx_ns);
   ReaderApp server(net.rx_ns, "tcp-conns",
@@ -182,8 +196,10 @@ ManySegments one_read_of_many_segments(const char *name, uint16_t port, int requ
                counted(m.t).c_str());
   // What TCP did besides: a retransmission or a collapsed queue changes
   // which segments the reads complete.
+  const NetCounters tx_after = net_counters(net.tx_ns);
+  m.retransmitted = tx_after.at("Tcp.RetransSegs") - tx_before.at("Tcp.RetransSegs");
   m.rx_tcp = counter_changes(rx_before, net_counters(net.rx_ns));
-  m.tx_tcp = counter_changes(tx_before, net_counters(net.tx_ns));
+  m.tx_tcp = counter_changes(tx_before, tx_after);
   std::fprintf(stderr, "  the receiver's stack counted:%s\n  the sender's:%s\n", m.rx_tcp.c_str(), m.tx_tcp.c_str());
   return m;
 }
@@ -212,14 +228,24 @@ TEST_CASE("readers: one TCP read of over 4,096 segments counts the rest by name"
   // What is tested: one read completed more segments than a walk reports
   // (bpf/tcp/state.bpf.h TCP_READ_WALK).
   REQUIRE(m.largest > 4096 * static_cast<uint64_t>(size));
-  const uint64_t too_many = m.t.drops["tcp_read_too_many"];
-  CHECK(too_many > 0);
+  const uint64_t too_many = m.t.drops["tcp_read_too_many"], gaps = m.t.drops["tcp_gap"];
   CHECK(m.t.drops["unseen_read"] == 0);
-  // Every segment is in a record or counted under that name, and nothing
-  // else was lost.
-  CHECK(m.t.tcp + too_many == m.t.matching);
-  CHECK(m.t.all_drops() == too_many);
   CHECK(m.t.tcp_read == m.bytes);
+  // Every segment is in a record or counted under a reason (tcp_gap counts
+  // gaps, not segments).
+  CHECK(m.t.tcp + m.t.all_drops() - gaps == m.t.matching);
+  if (m.retransmitted == 0) {
+    // In order, once each: the walk reached its bound, and counted the
+    // rest under that name; nothing else was lost.
+    CHECK(too_many > 0);
+    CHECK(m.t.all_drops() == too_many);
+  } else {
+    // A retransmission despite quiet_retransmissions (a stall past 5 s):
+    // a gap may come before the bound. Each gap is counted and its bytes
+    // skipped; the walk's bound is then not what this run tested.
+    std::fprintf(stderr, "  the sender retransmitted %lld segments: the bound is not asserted\n", m.retransmitted);
+    CHECK((gaps == 0) == (m.t.tcp_skipped == 0));
+  }
 }
 
 namespace {

@@ -64,12 +64,7 @@ SUITE = [
     ("readers: 10000 concurrent TCP connections to one watched port", "churn"),
     ("readers: bulk TCP streams at full speed over the veth (iperf3 -P 4)", "bulk"),
     ("readers: one TCP read of a hundred segments and more reports each", "bulk"),
-    # "one TCP read of over 4,096 segments counts the rest by name" runs in the
-    # bpf tier only for now: in a TCG guest its 5,000 writes 1 ms apart take
-    # 20-40 s, and the two ways tried so far each failed once there (a reader
-    # that slept 7 s read too early on 6.1; one held until all was queued saw
-    # a sequence gap after 1,469 segments on 6.12, tcp_gap and
-    # unjoined_expired, so its walk never reached the bound).
+    ("readers: one TCP read of over 4,096 segments counts the rest by name", "bulk"),
     # Odd packets: PEEK, TRUNC, fragments, bad checksums a read finds.
     ("odd packets: every read preceded by a MSG_PEEK of the same datagram", "odd"),
     ("odd packets: MSG_TRUNC reads into a buffer shorter than the datagram", "odd"),
