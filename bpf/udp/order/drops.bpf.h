@@ -239,7 +239,7 @@ static __always_inline int settle_on(struct udp_sock_state *st, struct udp_slot 
  * are given up then (settle_on). Waiting for a later return instead left the
  * dropped datagram's slot LIVE meanwhile, and a retirement could write it
  * out as a packet-only record of a datagram no read returned (seen with four
- * threads, tests/bpf/test_odd_packets.cpp). */
+ * threads, tests/bpf/test_odd_checksums.cpp). */
 static __always_inline void settle_read_drop(struct cpu_state *cs, struct sock *sk, struct reader_state *rs,
 					     int pidx)
 {
