@@ -295,6 +295,8 @@ enum netlatd_counter {
 	NETLATD_CNT_CGROUP_NO_READER,  /* records not written (--cgroup): packet-only, whose reader is not known */
 	NETLATD_CNT_READER_STAMP_FAR,  /* records with a reader stamp left out, over 4.29 s before the return (counted by the daemon: NETLATD_WIRE_FAR) */
 	NETLATD_CNT_SAMPLED_OUT,       /* matching packets --sample left out at the filter: no state, no record */
+	NETLATD_CNT_EARLY_READS,       /* UDP reads, by queue order, of a tracked datagram taken before its socket's
+					* data-ready call looked: its record has no reader */
 	NETLATD_CNT_COUNT
 };
 

@@ -114,6 +114,7 @@ void Losses::end_interval(IntervalReport &r) {
   r.matching = matching_.take();
   r.ambiguous_reads = take(NETLATD_CNT_AMBIGUOUS_READS);
   r.untracked_reads = take(NETLATD_CNT_UNTRACKED_READS);
+  r.early_reads = take(NETLATD_CNT_EARLY_READS);
   r.queue_unseen = take(NETLATD_CNT_QUEUE_UNSEEN);
   r.sampled_out = take(NETLATD_CNT_SAMPLED_OUT);
   r.reader_stamps_far = take(NETLATD_CNT_READER_STAMP_FAR);
@@ -155,6 +156,7 @@ void Losses::publish(MetricsSnapshot &m) const {
   m.losses["outliers_rate_limited"] = outliers_rate_limited_.total();
   m.reads_unnamed["ambiguous"] = total(NETLATD_CNT_AMBIGUOUS_READS);
   m.reads_unnamed["untracked"] = total(NETLATD_CNT_UNTRACKED_READS);
+  m.reads_unnamed["early"] = total(NETLATD_CNT_EARLY_READS);
   m.queue_unseen = total(NETLATD_CNT_QUEUE_UNSEEN);
   m.sampled_out = total(NETLATD_CNT_SAMPLED_OUT);
   m.reader_stamps_far = total(NETLATD_CNT_READER_STAMP_FAR);

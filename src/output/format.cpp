@@ -178,6 +178,7 @@ std::string format_json_line(const ReportHeader &h, const IntervalReport &r, Cgr
   j["unordered"] = agg.unordered();
   j["ambiguous_reads"] = r.ambiguous_reads;
   j["untracked_reads"] = r.untracked_reads;
+  j["early_reads"] = r.early_reads;
   j["queue_unseen"] = r.queue_unseen;
   j["sampled_out"] = r.sampled_out;
   j["reader_stamps_far"] = r.reader_stamps_far;

@@ -138,9 +138,10 @@ std::string format_text(const ReportHeader &h, const IntervalReport &r) {
   out += "\ndrops: " + (lost.empty() ? std::string("none") : lost);
   if (agg.unordered())
     out += "  unordered records: " + std::to_string(agg.unordered());
-  if (r.ambiguous_reads || agg.reader_unknown())
-    out += "\nreads not tied to their datagram: " + std::to_string(r.ambiguous_reads) +
-           " (their datagrams' records carry the packet's stamps only: " + std::to_string(agg.reader_unknown()) + ")";
+  if (r.ambiguous_reads || r.early_reads || agg.reader_unknown())
+    out += "\nreads not tied to their datagram: " + std::to_string(r.ambiguous_reads) + " ambiguous, " +
+           std::to_string(r.early_reads) + " before their data-ready call (their datagrams' records carry the " +
+           "packet's stamps only: " + std::to_string(agg.reader_unknown()) + ")";
   out += '\n';
   return out;
 }

@@ -177,7 +177,8 @@ void append_packet_counts(std::string &out, const MetricsSnapshot &s) {
     append_sample(out, "netlatd_losses_total", {{"reason", reason}}, std::to_string(n));
 
   append_header(out, "netlatd_reads_unnamed_total", "counter",
-                "UDP reads whose datagram no record names, by why: ambiguous (several could be it), untracked.");
+                "UDP reads whose datagram no record names, by why: ambiguous (several could be it), untracked, "
+                "early (taken before its data-ready call: its record has no reader).");
   for (const auto &[why, n] : s.reads_unnamed)
     append_sample(out, "netlatd_reads_unnamed_total", {{"why", why}}, std::to_string(n));
 

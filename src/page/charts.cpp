@@ -171,8 +171,7 @@ json losses(const std::vector<IntervalLine> &sorted, const std::vector<size_t> &
     for (uint64_t n : v)
       total += n;
     const bool drop = known_drop_reason(name);
-    const bool counter = name == "unordered" || name == "ambiguous_reads" || name == "untracked_reads" ||
-                         name == "queue_unseen" || name == "reader_stamps_far" || name == "reader_unknown";
+    const bool counter = known_loss_counter(name);
     reasons.push_back({{"name", name}, {"kind", drop ? "drop" : counter ? "counter" : "unknown"},
                        {"total", total}, {"per_column", v}});
   }

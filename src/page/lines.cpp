@@ -21,7 +21,7 @@ using Names = std::span<const std::string_view>;
 constexpr std::string_view kIntervalFields[] = {
     "type", "schema", "time", "start", "interval_s", "final", "host", "iface", "ifindex", "ports", "kernel",
     "version", "packets", "udp", "tcp", "stages", "by", "breakdown", "drops", "unordered", "ambiguous_reads",
-    "untracked_reads", "queue_unseen", "reader_stamps_far", "tcp_bytes", "hook_misses", "reader_unknown", "napi",
+    "untracked_reads", "early_reads", "queue_unseen", "reader_stamps_far", "tcp_bytes", "hook_misses", "reader_unknown", "napi",
     "cgroup_filtered", "coverage", "sample", "sampled_out"};
 constexpr std::string_view kStageFields[] = {"hook_start", "hook_end", "applicable", "why_not", "count", "min_ns", "p50_ns",
                                 "p90_ns", "p99_ns", "p999_ns", "max_ns", "mean_ns", "buckets"};
@@ -32,7 +32,7 @@ constexpr std::string_view kDropReasons[] = {
     "sock_fifo_full", "sock_state_failed", "stack_dropped", "tcp_copies", "tcp_gap", "tcp_range_unknown", "tcp_read_too_many",
     "tcp_segs_full", "unjoined_expired", "unjoined_reused", "unread_expired", "unseen_read"};
 // Counted beside `drops`: records or reads netlatd could not tie whole.
-constexpr std::string_view kLossCounters[] = {"unordered",    "ambiguous_reads",   "untracked_reads",
+constexpr std::string_view kLossCounters[] = {"unordered",    "ambiguous_reads",   "untracked_reads", "early_reads",
                                  "queue_unseen", "reader_stamps_far", "reader_unknown"};
 constexpr std::string_view kOutlierFields[] = {
     "type",   "schema",         "time",       "host",   "iface",     "ports",          "dport",
@@ -314,6 +314,8 @@ OutlierLine outlier_of(const json &line, std::vector<std::string> &unknown) {
 }  // namespace
 
 bool known_drop_reason(std::string_view name) { return in(kDropReasons, name); }
+
+bool known_loss_counter(std::string_view name) { return in(kLossCounters, name); }
 
 Parsed parse_line(std::string_view text) {
   Parsed p{Skip{}, {}};

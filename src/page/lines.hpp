@@ -96,5 +96,6 @@ std::optional<int64_t> parse_time_ms(std::string_view text);
 
 // The drop reasons and counters of docs/OUTPUT.md a loss chart shows.
 bool known_drop_reason(std::string_view name);
+bool known_loss_counter(std::string_view name);
 
 }  // namespace netlatd::page

@@ -85,7 +85,7 @@ def interval(start, end, packets, drops, **extra):
     known = {d: drops.get(d, 0) for d in DROPS}
     newer = {k: v for k, v in drops.items() if k not in DROPS and k not in ("ambiguous_reads", "reader_unknown")}
     line["drops"] = dict(sorted({**known, **newer}.items()))
-    line.update({"unordered": 0, "ambiguous_reads": drops.get("ambiguous_reads", 0), "untracked_reads": 0,
+    line.update({"unordered": 0, "ambiguous_reads": drops.get("ambiguous_reads", 0), "untracked_reads": 0, "early_reads": 0,
                  "queue_unseen": 0, "reader_stamps_far": 0, "tcp_bytes": {"read": 0, "reported": 0, "skipped": 0},
                  "hook_misses": {"tp_btf/sock_recv_length": 0}, "reader_unknown": drops.get("reader_unknown", 0)})
     line.update(extra)

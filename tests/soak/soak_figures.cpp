@@ -38,6 +38,7 @@ void Figures::read_page() {
   kernel_drops = static_cast<uint64_t>(sample(page, "netlatd_kernel_drops_total"));
   ambiguous = static_cast<uint64_t>(sample(page, "netlatd_reads_unnamed_total{why=\"ambiguous\"}"));
   untracked = static_cast<uint64_t>(sample(page, "netlatd_reads_unnamed_total{why=\"untracked\"}"));
+  early = static_cast<uint64_t>(sample(page, "netlatd_reads_unnamed_total{why=\"early\"}"));
   count_losses();
   output_dropped = losses("output_dropped");
   matching = static_cast<uint64_t>(std::max(0.0, sample(page, "netlatd_matching_packets_total")));
@@ -109,7 +110,7 @@ void Figures::print(const Soak &soak) const {
                "churn %llu over %llu sockets) and %llu TCP requests; read %llu (UDP %llu, TCP %llu); records %zu: "
                "right %zu, wrong %zu, no reader named %zu; reads with a record %.1f %% (%zu of %llu; lines the stalled output dropped: %.1f %% of the reads); coverage %.1f %% "
                "(%llu recorded of %llu matching packets); losses (packets %llu): %s; kernel drops %llu "
-               "(rx netns RcvbufErrors %llu, NoPorts %llu); ambiguous_reads %llu, untracked_reads %llu; "
+               "(rx netns RcvbufErrors %llu, NoPorts %llu); ambiguous_reads %llu, untracked_reads %llu, early_reads %llu; "
                "output lines %zu outlier + %zu interval; max RSS %.1f MiB (VmHWM %.1f MiB; first third %.1f, "
                "middle %.1f, last %.1f); CPU %.1f %% of one; interface re-created %d (%d under the flood, %zu resumes "
                "logged); SIGHUPs %d (%d reloads, the slowest %.2f s); stalls %d\n",
@@ -124,6 +125,7 @@ void Figures::print(const Soak &soak) const {
                loss_text.empty() ? "none" : loss_text.c_str(), static_cast<unsigned long long>(kernel_drops),
                static_cast<unsigned long long>(rcvbuf_errors), static_cast<unsigned long long>(no_ports),
                static_cast<unsigned long long>(ambiguous), static_cast<unsigned long long>(untracked),
+               static_cast<unsigned long long>(early),
                soak.outlier_lines(), soak.interval_lines(), static_cast<double>(max_rss) / 1024.0,
                static_cast<double>(usage.hwm_kib) / 1024.0, static_cast<double>(first_third) / 1024.0, static_cast<double>(middle_third) / 1024.0,
                static_cast<double>(last_third) / 1024.0, cpu_pct, tr.recreations, tr.deleted_under_flood, resumed,

@@ -47,7 +47,7 @@ struct Figures {
   double wall;
   std::string page;
   // The daemon's counters (its metrics page).
-  uint64_t packets = 0, kernel_drops = 0, ambiguous = 0, untracked = 0, all_losses = 0, output_dropped = 0;
+  uint64_t packets = 0, kernel_drops = 0, ambiguous = 0, untracked = 0, early = 0, all_losses = 0, output_dropped = 0;
   uint64_t matching = 0, recorded = 0;
   std::string loss_text;  // "reason n, ..." for each reason with a loss
   // The kernel's receive-buffer drops and datagrams to no socket in the rx namespace.

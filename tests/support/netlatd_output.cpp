@@ -41,6 +41,7 @@ Totals parse_lines(const std::string &out) {
     t.unordered += j.value("unordered", 0ull);
     t.ambiguous_reads += j["ambiguous_reads"].get<uint64_t>();
     t.untracked_reads += j["untracked_reads"].get<uint64_t>();
+    t.early_reads += j["early_reads"].get<uint64_t>();
     t.sampled_out += j.at("sampled_out").get<uint64_t>();
     t.matching += j.at("coverage").at("matching").get<uint64_t>();
     if (j.contains("ops"))

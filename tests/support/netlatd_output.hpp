@@ -18,7 +18,7 @@ struct Totals {
   uint64_t packets = 0, udp = 0, tcp = 0, unordered = 0;
   // Reads whose datagram netlatd could not name, reads of datagrams it never
   // tracked, and records that carry a packet's stamps but no reader.
-  uint64_t ambiguous_reads = 0, untracked_reads = 0, reader_unknown = 0;
+  uint64_t ambiguous_reads = 0, untracked_reads = 0, early_reads = 0, reader_unknown = 0;
   // TCP records without a socket-queue stamp: queued where tcp_probe does
   // not fire (the segment that completes a handshake), or nested in it.
   uint64_t queue_unseen = 0;

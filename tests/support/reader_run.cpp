@@ -114,10 +114,12 @@ void report(const std::string &name, const ReaderRun &run) {
   for (const auto &[reason, n] : run.totals.drops)
     if (n)
       drops += " " + reason + "=" + std::to_string(n);
-  std::fprintf(stderr, "readers [%s]: %s; counted:%s%s; ambiguous_reads %llu; untracked_reads %llu; %.1f s\n",
+  std::fprintf(stderr,
+               "readers [%s]: %s; counted:%s%s; ambiguous_reads %llu; untracked_reads %llu; early_reads %llu; %.1f s\n",
                name.c_str(), run.verdict.summary(run.log.reads.size()).c_str(), drops.empty() ? " none" : "",
                drops.c_str(), static_cast<unsigned long long>(run.totals.ambiguous_reads),
-               static_cast<unsigned long long>(run.totals.untracked_reads), run.seconds);
+               static_cast<unsigned long long>(run.totals.untracked_reads),
+               static_cast<unsigned long long>(run.totals.early_reads), run.seconds);
   for (const auto &[reason, n] : run.verdict.unknown_reasons)
     std::fprintf(stderr, "  no reader named, %s: %zu\n", reason.c_str(), n);
   for (const std::string &e : run.verdict.wrong_examples)
@@ -146,6 +148,7 @@ void check_no_wrong_records(const ReaderRun &run) {
   // not ambiguity.
   if (run.proto == "tcp" || kernel_names_udp_reads()) {
     CHECK(run.totals.ambiguous_reads == 0);
+    CHECK(run.totals.early_reads == 0);
     CHECK(v.unknown == 0);
   }
   // A TCP record without a queue stamp is counted as queue_unseen: the

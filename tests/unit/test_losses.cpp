@@ -103,6 +103,26 @@ TEST_CASE("losses: each interval has the deltas since the last, the metrics the 
   CHECK(quiet.ambiguous_reads == 0);
 }
 
+TEST_CASE("losses: reads unnamed, each by its own why, in the line and the metrics", "[losses]") {
+  Losses losses(false, false);
+  KernelCounts k;
+  losses.start(k);
+  k.counters[NETLATD_CNT_AMBIGUOUS_READS] = 7;
+  k.counters[NETLATD_CNT_UNTRACKED_READS] = 5;
+  k.counters[NETLATD_CNT_EARLY_READS] = 3;
+  losses.read(k, 0, 0);
+  IntervalReport r;
+  losses.end_interval(r);
+  CHECK(r.ambiguous_reads == 7);
+  CHECK(r.untracked_reads == 5);
+  CHECK(r.early_reads == 3);
+  MetricsSnapshot m;
+  losses.publish(m);
+  CHECK(m.reads_unnamed.at("ambiguous") == 7);
+  CHECK(m.reads_unnamed.at("untracked") == 5);
+  CHECK(m.reads_unnamed.at("early") == 3);
+}
+
 TEST_CASE("losses: a counter that goes backwards counts from 0 again, totals keep what came before",
           "[losses]") {
   Losses losses(false, false);

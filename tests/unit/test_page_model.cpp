@@ -164,6 +164,7 @@ TEST_CASE("page: losses by reason per column, unknown reasons kept", "[page]") {
   CHECK(reason("ringbuf_full")["per_column"] == json::array({0, 2, 0}));
   CHECK(reason("ringbuf_full")["total"] == 2);
   CHECK(reason("ambiguous_reads")["kind"] == "counter");
+  CHECK(reason("early_reads")["kind"] == "counter");
   CHECK(reason("reader_unknown")["per_column"] == json::array({0, 1, 0}));
   CHECK(reason("new_reason")["kind"] == "unknown");
   CHECK(reason("new_reason")["per_column"] == json::array({0, 0, 3}));

@@ -226,9 +226,11 @@ static __always_inline int decide_by_order(struct udp_sock_state *st, struct udp
 		 * of its own: it names no read, and one with stamps gives its
 		 * datagram's record without a reader (slots.h push_stamps). */
 		struct udp_slot *s = &slots[(h + pick) & mask];
-		bool gone = s->gone, placeholder = s->no_record | gone;
+		bool gone = s->gone, stamps = !s->no_record;
 		take_slot(st, slots, mask, h + pick, cs, gone);
-		return placeholder ? READ_UNTRACKED : READ_MATCH;
+		if (!stamps)
+			return READ_UNTRACKED;
+		return gone ? READ_EARLY : READ_MATCH;
 	}
 	if (certain && !live)
 		return READ_UNTRACKED; /* defensive: every datagram has a slot */

@@ -166,6 +166,8 @@ static __always_inline void on_udp_read(struct cpu_state *cs, struct sock *sk, i
 		COUNT_ON(cs, counters, NETLATD_CNT_AMBIGUOUS_READS);
 	else if (r == READ_UNTRACKED)
 		COUNT_ON(cs, counters, NETLATD_CNT_UNTRACKED_READS);
+	else if (r == READ_EARLY)
+		COUNT_ON(cs, counters, NETLATD_CNT_EARLY_READS);
 	emit_out(cs, v);
 	if (cs->n_resync && re.ro)
 		bpf_loop(cs->n_resync, resync_emit_step, &re, 0);

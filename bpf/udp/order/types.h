@@ -124,7 +124,10 @@ struct udp_read_in {
 	__u32 tid;       /* the reading thread */
 };
 
-enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED };
+/* How a read was decided. READ_EARLY: it took a datagram before the socket's
+ * data-ready call looked, and named the gone placeholder that kept that
+ * datagram's stamps (slots.h push_stamps): its record has no reader. */
+enum read_result { READ_MATCH = 1, READ_AMBIGUOUS, READ_UNTRACKED, READ_EARLY };
 
 /* Where the socket's queues stand. */
 enum head_kind { HEAD_EMPTY, HEAD_UNPUSHED, HEAD_SLOT };

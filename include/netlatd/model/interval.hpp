@@ -101,6 +101,9 @@ struct IntervalReport {
   // datagrams netlatd never tracked (another interface, queued before start).
   uint64_t ambiguous_reads = 0;
   uint64_t untracked_reads = 0;
+  // Reads that took a tracked datagram before its socket's data-ready call
+  // looked (queue order): the datagram's record has no reader.
+  uint64_t early_reads = 0;
   // Records without their socket-queue stamp: the hook that stamps the
   // queueing did not run for them (see hook_misses).
   uint64_t queue_unseen = 0;

@@ -116,6 +116,15 @@ struct Invariants {
     return false;
   }
 
+  // Whether a datagram a read took before its slot was made kept its stamps
+  // in its gone placeholder: what a read decided READ_EARLY names.
+  bool gone_stamped(const State &n) const {
+    for (size_t d = 0; d < sc.dgrams.size(); ++d)
+      if (n.gone[d] && n.stamped[d])
+        return true;
+    return false;
+  }
+
   // Counts the read once, by its decision; and, in the second burst of a
   // socket that settled before it, fails a tracked datagram's read not named.
   void count_read(State &n, int r, int result, bool own_named) {
@@ -130,6 +139,8 @@ struct Invariants {
       n.ambiguous++;
     else if (result == READ_UNTRACKED && (!tracked || !own_named))
       n.untracked++;
+    else if (result == READ_EARLY && !own_named && gone_stamped(n))
+      n.early++;
     else
       return fail(where_of(n, r) + ": decision " + std::to_string(result) + " for a " +
                   (tracked ? "tracked" : "untracked") + " datagram, own record " +
@@ -168,7 +179,7 @@ struct Invariants {
     if (s.reads != total)
       return fail(std::string(sc.name) + ": stuck with " + std::to_string(s.reads) + " of " +
                   std::to_string(total) + " reads done");
-    if (s.named + s.ambiguous + s.untracked != s.reads)
+    if (s.named + s.ambiguous + s.untracked + s.early != s.reads)
       fail(std::string(sc.name) + ": a read counted twice or not at all");
     // Each datagram that got its stamps into a slot is written once, given
     // up once (counted), or still LIVE in its slot (the socket's close).

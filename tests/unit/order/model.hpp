@@ -87,7 +87,7 @@ struct State {
   int8_t given_up[kMaxDatagrams] = {};  // a resync gave its stamped slot up, counted (order_given_up)
   int8_t stash[kMaxDatagrams] = {};  // by address (the first datagram's index): who holds it, -1
   Reader readers[kMaxReaders];
-  int reads = 0, named = 0, ambiguous = 0, untracked = 0;
+  int reads = 0, named = 0, ambiguous = 0, untracked = 0, early = 0;
   int8_t has_state = 1;      // the socket's state exists (fresh_socket: not at first)
   int8_t settled = 0;        // the last read's look found the socket drained and quiet, and
                              // no data-ready call ran before its turn (invariants.hpp check_settled)
@@ -120,7 +120,7 @@ uint64_t hash_of(const State &s) {
   mix(flags, sizeof(flags));
   for (const Reader &r : s.readers)
     mix(&r, sizeof(r));
-  int counts[4] = {s.reads, s.named, s.ambiguous, s.untracked};
+  int counts[5] = {s.reads, s.named, s.ambiguous, s.untracked, s.early};
   mix(counts, sizeof(counts));
   return h;
 }
