@@ -31,8 +31,10 @@ from vm_accel import choose_accel
 from vm_guest import (MARK, build_initramfs, drive, fetch_kernel, free_port, host_cpu_times,
                       log, module_load_order, qemu_command, report_host_cpu, report_lockup, skip,
                       tcg_artifact)
-from vm_judge import (Verdict, judge_badcsum, judge_boot, judge_check_netns, judge_irq_activity, judge_netlatd,
-                      judge_receiver, judge_stacked, json_records, marker, phase_lines, section)
+from vm_judge import (Verdict, judge_boot, judge_check_netns, judge_irq_activity, judge_receiver, marker,
+                      phase_lines, section)
+from vm_judge_netlatd import json_records, judge_netlatd
+from vm_judge_veth import judge_badcsum, judge_stacked
 
 # Each guest: the kernel series (scripts/vm-fetch-kernel.sh), the qemu NIC,
 # the driver and modules it needs, the IRQ lines netlatd --check must count
