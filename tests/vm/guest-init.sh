@@ -10,7 +10,7 @@
 #
 # Adding a phase: a phase_<name> function here (a static binary of its own
 # goes to /bin through run_vm_test.py's --static-bin), and an entry in
-# run_vm_test.py's PHASES (its host traffic, if any, and its judge).
+# vm_phases.py's PHASES (its host traffic, if any, and its judge).
 /bin/busybox --install -s /bin
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
 mount -t proc proc /proc
