@@ -179,11 +179,13 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
 	if (pidx < 0)
 		return 0;
-	const struct netlatd_watch *w = watched(dev, vlan);
+	struct cpu_state *cs = this_cpu();
+	if (!cs) /* defensive: one element */
+		return 0;
+	const struct netlatd_watch *w = watched_here(cs, dev, vlan);
 	if (!w || sampled_out(&p))
 		return 0;
-	struct cpu_state *cs = this_cpu();
-	p.in_net_rx = cs && net_rx_running(cs, pc);
+	p.in_net_rx = net_rx_running(cs, pc);
 	if (p.l4proto == IPPROTO_UDP)
 		track_udp(skb, &p, pidx, w, cs);
 	else

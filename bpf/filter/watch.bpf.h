@@ -23,4 +23,29 @@ static __always_inline const struct netlatd_watch *watched(struct net_device *de
 	return bpf_map_lookup_elem(&watch, &k);
 }
 
+/* watched() for the filter, which asks it for every packet of a watched
+ * port: the answer for the last device asked on this CPU is kept in `cs`
+ * until the daemon changes the map (cfg_watch_gen), so that a flow's packets
+ * pay a compare instead of a hash lookup. The generation is read before the
+ * lookup: an answer looked up across a change is kept under the older one,
+ * and looked up again. The filter does not nest in itself on a CPU (the
+ * kernel's recursion guard), so nothing else writes the copy meanwhile. */
+static __always_inline const struct netlatd_watch *watched_here(struct cpu_state *cs, struct net_device *dev,
+								__u16 vlan)
+{
+	__u32 netns = dev->nd_net.net->ns.inum, ifindex = (__u32)dev->ifindex;
+	__u32 gen = cfg_watch_gen + 1;
+	if (cs->wc_gen == gen && cs->wc_key.netns == netns && cs->wc_key.ifindex == ifindex && cs->wc_key.vlan == vlan)
+		return cs->wc_found ? &cs->wc_val : NULL;
+	const struct netlatd_watch *w = watched(dev, vlan);
+	cs->wc_key.netns = netns;
+	cs->wc_key.ifindex = ifindex;
+	cs->wc_key.vlan = vlan;
+	cs->wc_found = w != NULL;
+	if (w)
+		cs->wc_val = *w;
+	cs->wc_gen = gen;
+	return w;
+}
+
 #endif /* NETLATD_FILTER_WATCH_BPF_H */

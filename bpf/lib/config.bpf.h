@@ -56,6 +56,10 @@ volatile __u64 cfg_irq_bitmap[NETLATD_IRQ_BITMAP_WORDS] = {};
 /* Bumped by the daemon when it forgets readers it has not seen for a while
  * (RecordDecoder::prune): every task tells who it is again, once. */
 volatile __u32 cfg_readers_gen = 0;
+/* Bumped by the daemon after each change of the `watch` map: the filter's
+ * per-CPU copy of its last answer (filter/watch.bpf.h) is then looked up
+ * again. */
+volatile __u32 cfg_watch_gen = 0;
 /* Bits set by the first run of the key hooks: tells the daemon they are live
  * (a freshly attached tracepoint program starts firing a moment later). */
 volatile __u32 armed = 0;

@@ -49,6 +49,14 @@ struct cpu_state {
 	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
+	/* The filter's last answer of the `watch` map on this CPU
+	 * (filter/watch.bpf.h watched_here): its key, cfg_watch_gen + 1 when
+	 * it was looked up (0: never), whether the device was watched, and its
+	 * entry then. */
+	struct netlatd_watch_key wc_key;
+	__u32 wc_gen;
+	__u32 wc_found;
+	struct netlatd_watch wc_val;
 	/* This CPU's __preempt_count, found once from its runqueue
 	 * (PC_RUNQUEUE, stamps/cpu.bpf.h): a static per-CPU variable does not
 	 * move. 0 until then. */

@@ -95,6 +95,11 @@ void KernelState::set_target(const TraceTarget &t) {
       bpf_map_delete_elem(fd, &k);
     }
   watching_ = std::move(now);
+  // After the map: the filter's per-CPU copies of it are looked up again
+  // (bpf/filter/watch.bpf.h watched_here).
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  skel_.bss->cfg_watch_gen = skel_.bss->cfg_watch_gen + 1;
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
 Tracer::SweepResult KernelState::sweep_stash(uint64_t now, uint64_t inflight_max_age_ns, uint64_t unread_max_age_ns) {
