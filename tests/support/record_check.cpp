@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 #include <stdexcept>
 
 using nlohmann::json;
@@ -142,6 +143,55 @@ void check_oncpu(const Record &rec, const Call &call, int64_t slack, Verdict &v)
                                " ns before the call; stamps from its start:" + stamps_from_call(rec, call));
 }
 
+// Where the datagrams of one length were sent and read.
+struct LengthWindow {
+  int64_t first_sent = INT64_MAX;  // INT64_MIN: some send is not known
+  int64_t last_read = INT64_MIN;
+  std::set<uint16_t> sports;
+  bool any_sport = false;  // some read of it gives no source port
+};
+
+std::map<uint32_t, LengthWindow> length_windows(const std::vector<ReadEntry> &reads, const CheckOptions &opt) {
+  std::map<uint32_t, LengthWindow> out;
+  for (const ReadEntry &r : reads) {
+    LengthWindow &w = out[r.len];
+    w.last_read = std::max(w.last_read, r.after);
+    int64_t sent_ns = INT64_MIN;  // not known
+    if (opt.sent && r.id >= 0) {
+      auto it = opt.sent->find(r.id);
+      if (it != opt.sent->end())
+        sent_ns = it->second.ns;
+    }
+    w.first_sent = std::min(w.first_sent, sent_ns);
+    if (auto sport = source_port(r, opt))
+      w.sports.insert(*sport);
+    else
+      w.any_sport = true;
+  }
+  return out;
+}
+
+// Why a UDP record that names no reader cannot be of any datagram read, or
+// "" if it can be: its reader is not known, its datagram must be. A length
+// no read returned, a source port none came from, or a receive stamp
+// outside every such datagram's time from its send to its read.
+std::string packet_only_mismatch(const Record &rec, const std::map<uint32_t, LengthWindow> &windows,
+                                 int64_t slack) {
+  auto w = windows.find(rec.len);
+  if (w == windows.end())
+    return "no read returned a datagram of its length";
+  if (rec.sport && !w->second.any_sport && !w->second.sports.count(*rec.sport))
+    return "no datagram of its length came from its source port";
+  auto rx = rec.mono.find("netif_receive_skb");
+  if (rx == rec.mono.end())
+    return "";
+  if (w->second.first_sent != INT64_MIN && rx->second < w->second.first_sent - slack)
+    return "received before any datagram of its length was sent";
+  if (rx->second > w->second.last_read + slack)
+    return "received after every read of its length";
+  return "";
+}
+
 }  // namespace
 
 int64_t rfc3339_ns(const std::string &s) {
@@ -194,6 +244,7 @@ Verdict check_records(const std::vector<Record> &records, const std::vector<Read
                       const CheckOptions &opt) {
   Verdict v;
   const CallsByThread calls = calls_by_thread(reads);
+  const std::map<uint32_t, LengthWindow> windows = length_windows(reads, opt);
   std::vector<bool> claimed(reads.size());
   for (const Record &rec : records) {
     v.records++;
@@ -205,6 +256,14 @@ Verdict check_records(const std::vector<Record> &records, const std::vector<Read
       v.unknown_reasons[rec.reader_unknown.empty() ? "(no reader fields)" : rec.reader_unknown]++;
       if (rec.reader_fields || rec.stages.count("sock_queue") || rec.stages.count("oncpu") || rec.stages.count("total"))
         v.unknown_with_reader_side++;
+      // TCP reads return bytes, not segments: only UDP's length is a datagram's.
+      const int64_t slack = rec.exact_clock ? 0 : opt.wall_slack_ns;
+      const std::string why = rec.proto == "udp" ? packet_only_mismatch(rec, windows, slack) : "";
+      if (!why.empty()) {
+        v.wrong++;
+        if (v.wrong_examples.size() < 6)
+          v.wrong_examples.push_back("packet-only record len " + std::to_string(rec.len) + " (" + why + ")");
+      }
       continue;
     }
     auto ret = rec.mono.find("recv_return");

@@ -165,3 +165,37 @@ TEST_CASE("record check: wall-clock stamps (schema 1) are put back on the monoto
   j["stamps"]["recv_return"] = "1970-01-01T00:00:01.000007000Z";
   CHECK(check_records(records_from({j}, 1000000000), reads).wrong == 1);
 }
+
+TEST_CASE("record check: a packet-only UDP record must be of a datagram read", "[unit][record_check]") {
+  // Its reader is not named, but its datagram was read: one of that length,
+  // from that source port, sent before it was received and read after.
+  std::map<int64_t, SentEntry> sent;
+  sent[1].ns = 1000;
+  sent[2].ns = 2000;
+  CheckOptions opt;
+  opt.sent = &sent;
+  std::vector<ReadEntry> reads{read(11, 100, 1500, 3000, 30001, 1), read(12, 101, 2500, 4000, 30001, 2)};
+  auto packet_only = [](uint32_t len, int64_t received) {
+    json j = {{"type", "outlier"}, {"schema", 2}, {"proto", "udp"}, {"len", len}, {"sport", 30001},
+              {"reader_unknown", "early_read"}, {"stamps_mono_ns", {{"netif_receive_skb", received}}}};
+    return j;
+  };
+  Verdict right = check({packet_only(100, 1200), packet_only(101, 2100)}, reads, opt);
+  CHECK(right.unknown == 2);
+  CHECK(right.wrong == 0);
+  // A length no read returned; received before its length's send, or after
+  // its read; another source port.
+  CHECK(check({packet_only(102, 1200)}, reads, opt).wrong == 1);
+  CHECK(check({packet_only(101, 1900)}, reads, opt).wrong == 1);
+  CHECK(check({packet_only(100, 3100)}, reads, opt).wrong == 1);
+  json port = packet_only(100, 1200);
+  port["sport"] = 30002;
+  Verdict v = check({port}, reads, opt);
+  CHECK(v.wrong == 1);
+  REQUIRE(v.wrong_examples.size() == 1);
+  CHECK(v.wrong_examples[0].find("source port") != std::string::npos);
+  // TCP reads return bytes, not segments: a TCP record's length is not checked.
+  json tcp = packet_only(102, 1200);
+  tcp["proto"] = "tcp";
+  CHECK(check({tcp}, reads, opt).wrong == 0);
+}
