@@ -202,8 +202,16 @@ int BPF_PROG(rcv_skb_pc, struct sk_buff *skb) { return on_netif_receive_skb(skb,
 SEC("tp_btf/netif_receive_skb")
 int BPF_PROG(rcv_skb_rq, struct sk_buff *skb) { return on_netif_receive_skb(skb, PC_RUNQUEUE); }
 
+/* The _pc and _rq variants tell a call inside a NET_RX run by the preempt
+ * count, as rcv_skb's (udp/order/queue.bpf.h call_datagram). */
 SEC("tp_btf/sk_data_ready")
-int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk); }
+int BPF_PROG(udp_queue_btf, struct sock *sk) { return on_sk_data_ready(sk, PC_NONE); }
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(udp_queue_pc, struct sock *sk) { return on_sk_data_ready(sk, PC_KSYM); }
+
+SEC("tp_btf/sk_data_ready")
+int BPF_PROG(udp_queue_rq, struct sock *sk) { return on_sk_data_ready(sk, PC_RUNQUEUE); }
 
 SEC("fentry/__udp_enqueue_schedule_skb")
 int BPF_PROG(udp_queue_fentry, struct sock *sk, struct sk_buff *skb) { return on_udp_enqueue_entry(sk, skb); }

@@ -49,8 +49,17 @@ static __always_inline void fill_rx(struct netlatd_rx *rx, const struct parsed *
 	rx->flags = flags;
 }
 
+/* A GSO datagram: UDP cuts it into new skbs before any socket queues one, so
+ * none of those is the datagram the stash took. Called under READY_SIGNAL
+ * only: the data-ready tracepoint is 6.5+, so bpf_core_cast (6.2) is there. */
+static __always_inline bool skb_gso(struct sk_buff *skb)
+{
+	struct skb_shared_info *sh = bpf_core_cast(skb->head + skb->end, struct skb_shared_info);
+	return sh->gso_size != 0;
+}
+
 static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *p, int pidx,
-				      const struct netlatd_watch *w, const struct cpu_state *cs)
+				      const struct netlatd_watch *w, struct cpu_state *cs)
 {
 	__u64 key = (__u64)skb;
 	/* Seen below already (a lower device of this interface): once only. */
@@ -62,11 +71,16 @@ static __always_inline void track_udp(struct sk_buff *skb, const struct parsed *
 		return;
 	}
 	struct netlatd_stash_set *set = stash_set_of(key);
-	fill_rx(&set->rx[STASH_WAY(way)], p, bpf_ktime_get_ns(), pidx, w, cs);
+	__u64 now = bpf_ktime_get_ns();
+	fill_rx(&set->rx[STASH_WAY(way)], p, now, pidx, w, cs);
 	set->queued_ns[STASH_WAY(way)] = 0;
 	/* Publish: from here on the enqueue can claim it. */
 	__sync_lock_test_and_set(&set->skb[STASH_WAY(way)], key);
 	COUNT_ON(cs, counters, NETLATD_CNT_MATCHED);
+	if (READY_SIGNAL && !skb_gso(skb)) {
+		cs->ready_skb = key;
+		cs->ready_ns = now;
+	}
 }
 
 static __always_inline void track_tcp(const struct parsed *p, int pidx, const struct netlatd_watch *w,
@@ -148,6 +162,16 @@ static __always_inline bool sampled_out(const struct parsed *p)
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 {
 	ARM(ARMED_RECEIVE_SKB);
+	struct cpu_state *cs = this_cpu();
+	if (!cs) /* defensive: one element */
+		return 0;
+	/* Every packet, whatever it is: a datagram queued in the chain of one
+	 * left out here (an encapsulation's inner one) must not pass for the
+	 * last one the stash took (queue.bpf.h call_datagram). */
+	if (READY_SIGNAL) {
+		cs->ready_seen++;
+		cs->ready_skb = 0;
+	}
 	struct net_device *dev = skb->dev;
 	if (!dev)
 		return 0;
@@ -178,9 +202,6 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 		return 0;
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
 	if (pidx < 0)
-		return 0;
-	struct cpu_state *cs = this_cpu();
-	if (!cs) /* defensive: one element */
 		return 0;
 	const struct netlatd_watch *w = watched_here(cs, dev, vlan);
 	if (!w || sampled_out(&p))

@@ -27,6 +27,10 @@ const volatile __u32 targ_udp_join = UDP_JOIN_ORDER;
 /* The UDP enqueue hook runs before the datagram is queued (fentry): its slot
  * exists before any read can take it. */
 const volatile bool targ_push_before_queue = false;
+/* Queue order, seen by the data-ready tracepoint (6.5+): the filter then
+ * tells that call which datagram it queued, when it can be sure
+ * (udp/order/queue.bpf.h call_datagram). */
+#define READY_SIGNAL (targ_udp_join != UDP_JOIN_CONSUME && !targ_push_before_queue)
 /* Where this CPU's preempt count is (enum PreemptCount, include/netlatd/hooks.hpp):
  * 0 = not read, softirq_exit ends each NET_RX run; 1 = __preempt_count;
  * 2 = pcpu_hot.preempt_count; 3 = __preempt_count, at

@@ -49,6 +49,16 @@ struct cpu_state {
 	__u32 _pad2;
 	/* UDP: what fentry/__udp_enqueue_schedule_skb pushed, and a read's records. */
 	__u64 pushed_skb;
+	/* The packets netif_receive_skb saw on this CPU since its NET_RX run
+	 * began, a NAPI poll ended or a watched UDP socket's data-ready call
+	 * here last looked;
+	 * when that was one, and a datagram the stash took whole (not GSO),
+	 * its address and receive stamp: the datagram that call queued
+	 * (udp/order/queue.bpf.h call_datagram). */
+	__u64 ready_skb;
+	__u64 ready_ns;
+	__u32 ready_seen;
+	__u32 _pad3;
 	/* The filter's last answer of the `watch` map on this CPU
 	 * (filter/watch.bpf.h watched_here): its key, cfg_watch_gen + 1 when
 	 * it was looked up (0: never), whether the device was watched, and its

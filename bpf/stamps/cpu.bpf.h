@@ -190,6 +190,7 @@ static __always_inline int on_softirq_entry(unsigned int vec)
 	cs->pend_raise_ts = 0;
 	cs->softirq_ts = bpf_ktime_get_ns();
 	cs->in_net_rx = 1;
+	cs->ready_seen = 0;
 	/* "ksoftirqd/N": a kernel thread, and the first 8 bytes of its name, in
 	 * one load. Most runs are on a user task's way out of an interrupt or a
 	 * bh-disabled section: its flags' line is the scheduler's and warm, its
@@ -214,6 +215,15 @@ static __always_inline int on_softirq_exit(unsigned int vec)
  * that used their whole budget (the device had more than one run could take). */
 static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int budget)
 {
+	/* Each packet this poll passed through netif_receive_skb went up the
+	 * stack in that same call: no data-ready call after this is of one of
+	 * them (udp/order/queue.bpf.h call_datagram). A poll that used its
+	 * whole budget hands its GRO list up after this point, filter first. */
+	if (READY_SIGNAL) {
+		struct cpu_state *cs = this_cpu();
+		if (cs)
+			cs->ready_seen = 0;
+	}
 	struct net_device *dev = napi->dev;
 	if (!dev || !watched(dev, NETLATD_WATCH_NAPI))
 		return 0;

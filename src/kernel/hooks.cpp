@@ -45,9 +45,14 @@ const std::vector<HookPoint> &hook_points() {
         {"rcv_skb_btf", K::TpBtf, "netif_receive_skb"}}},
       // fentry first: it runs before the datagram is queued, so its slot
       // exists before any read can take it; the tracepoint (6.5+) runs after,
-      // and is what a kernel that refuses fentry (6.18 here) has.
+      // and is what a kernel that refuses fentry (6.18 here) has. Its _pc
+      // and _rq variants know a call inside a NET_RX run (the datagram the
+      // filter took last is then the call's, when it was the only one).
       {Point::UdpEnqueue, "udp_enqueue", true,
-       {{"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"}, {"udp_queue_btf", K::TpBtf, "sk_data_ready"}}},
+       {{"udp_queue_fentry", K::Fentry, "__udp_enqueue_schedule_skb"},
+        {"udp_queue_pc", K::TpBtf, "sk_data_ready", {}, true},
+        {"udp_queue_rq", K::TpBtf, "sk_data_ready", "bpf_rdonly_cast", true, true},
+        {"udp_queue_btf", K::TpBtf, "sk_data_ready"}}},
       {Point::UdpEnqueueFailed, "udp_enqueue_failed", false,
        {{"udp_fail_btf", K::TpBtf, "udp_fail_queue_rcv_skb"}}},
       {Point::TcpEnqueue, "tcp_enqueue", false, {{"tcp_queue_btf", K::TpBtf, "tcp_probe"}}},

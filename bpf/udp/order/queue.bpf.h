@@ -33,7 +33,30 @@ static __always_inline bool push_tracked(struct udp_sock_state *st, struct udp_b
 struct queue_look {
 	__u64 at_ns;
 	__u64 newest_at; /* as a number */
+	__u64 mine;      /* the datagram this call queued, if certain (call_datagram); 0 = not known */
+	__u64 mine_ns;   /* and its receive stamp */
 };
+
+/* The datagram this data-ready call queued, when that is certain, else 0.
+ * netif_receive_skb's filter counts every packet it sees on this CPU, and
+ * keeps the last one's address if the stash took it whole (filter.bpf.h
+ * track_udp); a NET_RX run's start, the end of each NAPI poll and each call
+ * here set the count back. So in a call inside a NET_RX run, a count of one
+ * means the run has taken one packet up the stack since: this call's datagram is
+ * it, or was made from it (an encapsulation's inner datagram, a multicast
+ * copy: the same arrival). A list of packets (a NIC's GRO batch) passes the
+ * filter before any is queued: the count is more than one, and nothing is
+ * known. Nor outside a run: netfilter's queue gives a datagram back in a
+ * task's context, long after its filter. Each call takes it once. */
+static __always_inline void call_datagram(struct cpu_state *cs, int pc, struct queue_look *look)
+{
+	__u32 seen = cs->ready_seen;
+	cs->ready_seen = 0;
+	if (seen == 1 && cs->ready_skb && net_rx_running(cs, pc)) {
+		look->mine = cs->ready_skb;
+		look->mine_ns = cs->ready_ns;
+	}
+}
 
 /* Whether this CPU alone has received the port's packets for a while. */
 static __always_inline bool sole_producer(int pidx, __u64 now)
@@ -186,6 +209,15 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 				gone_seen = look->at_ns;
 			}
 		}
+		/* Or, when the look came too late to see any, this call's own:
+		 * nothing left without a slot, so it was dequeued, unless
+		 * another call slotted it (its entry is claimed then). Only its
+		 * own entry: one at its address made after its receive stamp
+		 * is of a later datagram there (made after it was freed). */
+		if (!gone_key && look->mine) {
+			gone_key = look->mine;
+			gone_seen = look->mine_ns + 1;
+		}
 		gone_key = opaque_on(cs, gone_key, SCRATCH_QUEUE);
 		gone_seen = opaque_on(cs, gone_seen, SCRATCH_QUEUE);
 		if (!lock_with_big(sk, st, &big))
@@ -206,8 +238,9 @@ static __always_inline void push_mirrored(struct cpu_state *cs, struct sock *sk,
 	}
 }
 
-/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue. */
-static __always_inline int on_sk_data_ready(struct sock *sk)
+/* UDP data-ready (6.5+ tracepoint): the datagram is already on a queue.
+ * `pc`: see net_rx_running. */
+static __always_inline int on_sk_data_ready(struct sock *sk, int pc)
 {
 	ARM(ARMED_SOCK_QUEUE);
 	if (sk->sk_protocol != IPPROTO_UDP)
@@ -241,6 +274,7 @@ static __always_inline int on_sk_data_ready(struct sock *sk)
 	if (!st)
 		return 0;
 	struct queue_look look = {.at_ns = look_ns, .newest_at = ptr_value_on(cs, newest, SCRATCH_QUEUE)};
+	call_datagram(cs, pc, &look);
 	push_mirrored(cs, sk, st, rq, readq, &pushes, &look, &now);
 	count_push(cs, &pushes);
 	/* Something pushed: the push read the clock. */

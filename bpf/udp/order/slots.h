@@ -84,7 +84,7 @@ static __always_inline int find_recent_slot(struct udp_sock_state *st, struct ud
  * own (global: it sees only their arguments' types) rather than once per
  * state that reaches a call: the data-ready walk's steps call them up to 130
  * times a walk, and inlined they were ~80 % of what the verifier walked for
- * udp_queue_btf (459k instructions on 6.18). A pointer to the whole array
+ * udp_queue_* (459k instructions on 6.18). A pointer to the whole array
  * gives the verifier its size. */
 __noinline int recent_small_slot(struct udp_slot (*slots)[UDP_SMALL_SLOTS], __u32 from, __u32 n, __u64 skb)
 {
