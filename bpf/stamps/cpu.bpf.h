@@ -215,17 +215,22 @@ static __always_inline int on_softirq_exit(unsigned int vec)
  * that used their whole budget (the device had more than one run could take). */
 static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int budget)
 {
-	/* Each packet this poll passed through netif_receive_skb went up the
-	 * stack in that same call: no data-ready call after this is of one of
-	 * them (udp/order/queue.bpf.h call_datagram). A poll that used its
-	 * whole budget hands its GRO list up after this point, filter first. */
+	struct net_device *dev = napi->dev;
+	if (!dev) /* the backlog's (lo, veth, RPS) */
+		return 0;
+	/* Each packet a device's poll passed through netif_receive_skb went
+	 * up the stack in that same call: no data-ready call after this is of
+	 * one of them (udp/order/queue.bpf.h call_datagram), and the datagrams
+	 * a backlog (a container's veth) takes up next in this run keep theirs.
+	 * A poll that used its whole budget hands its GRO list up after this
+	 * point, filter first. The backlog's own poll needs no reset: it takes
+	 * its packets up one by one. */
 	if (READY_SIGNAL) {
 		struct cpu_state *cs = this_cpu();
 		if (cs)
 			cs->ready_seen = 0;
 	}
-	struct net_device *dev = napi->dev;
-	if (!dev || !watched(dev, NETLATD_WATCH_NAPI))
+	if (!watched(dev, NETLATD_WATCH_NAPI))
 		return 0;
 	struct netlatd_counter_block *b = BLOCK(counters);
 	BUMP(b, NETLATD_CNT_NAPI_POLLS, 1);

@@ -47,6 +47,10 @@ struct CheckOptions {
   // When given: each datagram's send, by id; a right record's
   // netif_receive_skb cannot come before it.
   const std::map<int64_t, SentEntry> *sent = nullptr;
+  // `reads` holds every datagram read: a UDP record that names no reader
+  // must then be of one of them. False where the reads are not at hand (the
+  // soak checks such records alone).
+  bool reads_complete = true;
 };
 
 struct Verdict {

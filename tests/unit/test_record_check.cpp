@@ -198,4 +198,7 @@ TEST_CASE("record check: a packet-only UDP record must be of a datagram read", "
   json tcp = packet_only(102, 1200);
   tcp["proto"] = "tcp";
   CHECK(check({tcp}, reads, opt).wrong == 0);
+  // Nor where the reads are not all at hand (the soak checks such a record alone).
+  opt.reads_complete = false;
+  CHECK(check({packet_only(102, 1200)}, {}, opt).wrong == 0);
 }
