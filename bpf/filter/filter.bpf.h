@@ -162,13 +162,15 @@ static __always_inline bool sampled_out(const struct parsed *p)
 static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 {
 	ARM(ARMED_RECEIVE_SKB);
-	struct cpu_state *cs = this_cpu();
-	if (!cs) /* defensive: one element */
-		return 0;
 	/* Every packet, whatever it is: a datagram queued in the chain of one
 	 * left out here (an encapsulation's inner one) must not pass for the
-	 * last one the stash took (queue.bpf.h call_datagram). */
+	 * last one the stash took (queue.bpf.h call_datagram). Only where that
+	 * is used: elsewhere a packet of another port leaves without a lookup. */
+	struct cpu_state *cs = NULL;
 	if (READY_SIGNAL) {
+		cs = this_cpu();
+		if (!cs) /* defensive: one element */
+			return 0;
 		cs->ready_seen++;
 		cs->ready_skb = 0;
 	}
@@ -202,6 +204,10 @@ static __always_inline int on_netif_receive_skb(struct sk_buff *skb, int pc)
 		return 0;
 	int pidx = port_index(bpf_ntohs(p.l4.dport));
 	if (pidx < 0)
+		return 0;
+	if (!cs)
+		cs = this_cpu();
+	if (!cs) /* defensive: one element */
 		return 0;
 	const struct netlatd_watch *w = watched_here(cs, dev, vlan);
 	if (!w || sampled_out(&p))
