@@ -53,6 +53,10 @@ static __always_inline void call_datagram(struct cpu_state *cs, int pc, struct q
 	__u32 seen = cs->ready_seen;
 	cs->ready_seen = 0;
 	__u64 mine = seen == 1 && cs->ready_skb && net_rx_running(cs, pc) ? cs->ready_skb : 0;
+	/* The plain variant knows a NET_RX run only where softirq_exit ends
+	 * each one (no preempt count read): elsewhere "in NET_RX" outlasts it. */
+	if (pc == PC_NONE && targ_preempt_count)
+		mine = 0;
 	/* A number the verifier does not know: known 0 on some ways here, it
 	 * made it walk the rest of the call twice (348k instructions, not 256k). */
 	look->mine = opaque_on(cs, mine, SCRATCH_QUEUE);
