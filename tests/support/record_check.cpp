@@ -53,16 +53,22 @@ const Call *call_at(const std::vector<Call> &calls, int64_t t, int64_t slack) {
   return best_distance <= slack ? best : nullptr;
 }
 
+// The read datagram's send in the sender's log, by the message's id, if
+// the log is given and has it.
+const SentEntry *sent_of(const ReadEntry &r, const CheckOptions &opt) {
+  if (!opt.sent || r.id < 0)
+    return nullptr;
+  auto it = opt.sent->find(r.id);
+  return it == opt.sent->end() ? nullptr : &it->second;
+}
+
 // The datagram's source port: from the call (recvfrom, recvmsg, recvmmsg)
-// or, for recv and read, from the sender's log by the message's id.
+// or, for recv and read, from the sender's log.
 std::optional<uint16_t> source_port(const ReadEntry &r, const CheckOptions &opt) {
   if (r.peer_port)
     return r.peer_port;
-  if (opt.sent && r.id >= 0) {
-    auto it = opt.sent->find(r.id);
-    if (it != opt.sent->end())
-      return it->second.sport;
-  }
+  if (const SentEntry *sent = sent_of(r, opt))
+    return sent->sport;
   return std::nullopt;
 }
 
@@ -73,11 +79,9 @@ std::string mismatch(const Record &rec, const ReadEntry &r, const CheckOptions &
   auto sport = source_port(r, opt);
   if (rec.sport && sport && *rec.sport != *sport)
     return "source port";
-  if (opt.sent && r.id >= 0 && rec.mono.count("netif_receive_skb")) {
-    auto it = opt.sent->find(r.id);
-    if (it != opt.sent->end() && rec.mono.at("netif_receive_skb") < it->second.ns - slack)
-      return "netif_receive_skb before the datagram was sent";
-  }
+  const SentEntry *sent = sent_of(r, opt);
+  if (sent && rec.mono.count("netif_receive_skb") && rec.mono.at("netif_receive_skb") < sent->ns - slack)
+    return "netif_receive_skb before the datagram was sent";
   return "";
 }
 
@@ -156,13 +160,8 @@ std::map<uint32_t, LengthWindow> length_windows(const std::vector<ReadEntry> &re
   for (const ReadEntry &r : reads) {
     LengthWindow &w = out[r.len];
     w.last_read = std::max(w.last_read, r.after);
-    int64_t sent_ns = INT64_MIN;  // not known
-    if (opt.sent && r.id >= 0) {
-      auto it = opt.sent->find(r.id);
-      if (it != opt.sent->end())
-        sent_ns = it->second.ns;
-    }
-    w.first_sent = std::min(w.first_sent, sent_ns);
+    const SentEntry *sent = sent_of(r, opt);
+    w.first_sent = std::min(w.first_sent, sent ? sent->ns : INT64_MIN);
     if (auto sport = source_port(r, opt))
       w.sports.insert(*sport);
     else
