@@ -6,6 +6,7 @@
 
 #include <catch2/catch_test_macros.hpp>
 
+#include "netlatd/output/sink.hpp"
 #include "scrape.hpp"
 
 namespace nltest::soak_tier {
@@ -188,14 +189,17 @@ void Figures::check_records(const Soak &soak) const {
 
 void Figures::check_memory() const {
   // Bounded memory: no growth from the middle third to the last beyond
-  // 10 % + 4 MiB, and under 128 MiB (the maps and the ring buffer are
-  // sized at load; the output queue holds at most 8 MiB). The first third
-  // is warm-up: whether a stall has filled the output queue by then is up
-  // to the scheduler (a CI run had 14.7 MiB there, then 22.1 MiB for the
-  // rest), so it is shown, not held. (Runs under 30 s: too short for a
-  // middle third past the warm-up, so the growth is shown, not checked.)
+  // 10 % + 4 MiB and the output queue, and under 128 MiB (the maps and the
+  // ring buffer are sized at load; the output queue holds at most
+  // LineSink::kMaxQueuedBytes). Whether and when a stall fills that queue
+  // is up to the scheduler: a CI run had 14.7 MiB in the first third, then
+  // 22.1 MiB for the rest; another 16.7 MiB in the first two thirds, then
+  // 25.5 MiB in the last. So the first third is shown, not held, and the
+  // queue's bound is allowed in the last. (Runs under 30 s: too short for
+  // a middle third past the warm-up, so the growth is shown, not checked.)
+  const uint64_t queue_kib = netlatd::LineSink::kMaxQueuedBytes / 1024;
   if (seconds >= 30)
-    CHECK(last_third <= middle_third + middle_third / 10 + 4096);
+    CHECK(last_third <= middle_third + middle_third / 10 + 4096 + queue_kib);
   CHECK(usage.hwm_kib <= 128 * 1024);
 }
 

@@ -24,8 +24,9 @@ public:
   // search access when only its owner could enter it: log collectors run as
   // their own user in a group such as adm. Failing that is a warning.
   // The queue holds at most max_queued_lines lines and max_queued_bytes bytes.
+  static constexpr size_t kMaxQueuedBytes = 8u << 20;
   explicit LineSink(std::string path, std::string group = "", size_t max_queued_lines = 4096,
-                    size_t max_queued_bytes = 8u << 20);
+                    size_t max_queued_bytes = kMaxQueuedBytes);
   // Gives up on lines still queued (flush() first to wait for them); never
   // waits for a consumer that does not read.
   ~LineSink();
