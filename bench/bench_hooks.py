@@ -17,10 +17,11 @@ def hook_costs(b):
         raise NoFigure("no tracer to measure: needs netlatd (and its floor) or bpftrace")
     out = b.results["hooks"] = {}
     rt_out = b.results["hooks_roundtrip"] = {}
-    for v in tracers:
-        h = flood_hook_costs(b, v)
-        if h is not None:
-            out[v] = h
+    floods = flood_rounds(b, tracers)
+    for v, rs in floods.items():
+        if rs:
+            out[v] = flood_costs(v, rs)
+    ratios_to_floor(out, floods, key="bpf_ns_per_packet")
 
     p_srv, p_cli = b.ports[0], b.ports[1]
     srv = b.pingpong_server("hooks", f"127.0.0.1:{p_srv}")
@@ -84,23 +85,54 @@ def hook_tracers(b):
     return tracers
 
 
+def flood_rounds(b, tracers):
+    """Each tracer's programs during a max-rate flood, in interleaved rounds as the
+    round trip's are (round_trip_rounds): {tracer: [round]}. One flood each, in a
+    fixed order, put whichever came later at a disadvantage: on 2026-12-07 the
+    same build took 1901-2026 ns a packet as the first netlatd and 2157-2529 as
+    the second, with its programs the A/B did not change slower too."""
+    rounds = {v: [] for v in tracers}
+    for rnd in range(b.a.hook_rounds):
+        for v in tracers[rnd % len(tracers):] + tracers[:rnd % len(tracers)]:
+            h = flood_hook_costs(b, v)
+            if h is not None:
+                rounds[v].append({**h, "round": rnd})
+    return rounds
+
+
+def flood_costs(v, rs):
+    """Tracer v's programs during its floods rs as one: each program summed over
+    the rounds, and the median round's BPF time per packet."""
+    progs = summed_progs(rs)
+    received, wall = sum(r["received"] for r in rs), sum(r["wall_s"] for r in rs)
+    for p in progs:
+        p["runs_per_s"] = p["run_cnt"] / wall if wall else 0
+        p["runs_per_packet"] = p["run_cnt"] / received if received else None
+    # A hook is "hot" if it runs at least once per ten received packets.
+    hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
+           and p["ns_per_run"] is not None]
+    per_round = [r["bpf_ns_per_packet"] for r in rs if r["bpf_ns_per_packet"] is not None]
+    traced = [r["traced_packets"] for r in rs]
+    h = {"received": received, "recv_pps": median([r["recv_pps"] for r in rs]), "progs": progs,
+         "rounds": len(rs), "bpf_ns_per_packet": median(per_round) if per_round else None,
+         "bpf_ns_rounds": [round(x) for x in per_round],
+         "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
+         "traced_packets": None if None in traced else sum(traced)}
+    log(f"hook cost {v} per flooded packet: {len(progs)} programs, median "
+        f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF over {len(rs)} round(s)")
+    return h
+
+
 def flood_hook_costs(b, v):
-    """Tracer v's programs during a max-rate flood, or None if it did not start."""
+    """Tracer v's programs during one max-rate flood, or None if it did not start."""
     r = bpf_stats_during(b, v, b.veth, b.veth_ifindex, [b.ports[2]],
                          lambda: b.flood(0, b.a.flood_seconds))
     if r is None:
         return None
     progs, f, extra = r
-    for p in progs:
-        p["runs_per_s"] = p["run_cnt"] / f["wall_s"]
-        p["runs_per_packet"] = p["run_cnt"] / f["received"] if f["received"] else None
     total_ns = sum(p["run_time_ns"] for p in progs)
-    # A hook is "hot" if it runs at least once per ten received packets.
-    hot = [p for p in progs if p["runs_per_packet"] and p["runs_per_packet"] >= 0.1
-           and p["ns_per_run"] is not None]
-    h = {"received": f["received"], "recv_pps": f["recv_pps"], "progs": progs,
+    h = {"received": f["received"], "recv_pps": f["recv_pps"], "wall_s": f["wall_s"], "progs": progs,
          "bpf_ns_per_packet": total_ns / f["received"] if f["received"] else None,
-         "max_hot_ns_per_run": max((p["ns_per_run"] for p in hot), default=None),
          "traced_packets": extra.get("traced_packets")}
     log(f"hook cost {v}: {len(progs)} programs, "
         f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per received packet")
@@ -132,18 +164,9 @@ def round_trip_rounds(b, rt_tracers, pingpong, ports, what="loopback round trip"
 
 def round_trip_costs(v, rs, trips):
     """Tracer v's programs per loopback round trip over its rounds rs."""
-    # Programs summed over the rounds, by name.
-    by_name = {}
-    for r in rs:
-        for p in r["progs"]:
-            q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0,
-                                               "run_time_ns": 0})
-            q["run_cnt"] += p["run_cnt"]
-            q["run_time_ns"] += p["run_time_ns"]
-    progs = sorted(by_name.values(), key=lambda p: p["name"])
+    progs = summed_progs(rs)
     n = trips * len(rs)
     for p in progs:
-        p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
         p["runs_per_round_trip"] = p["run_cnt"] / n
         p["ns_per_round_trip"] = p["run_time_ns"] / n
     per_round = [r["bpf_ns_per_round_trip"] for r in rs]
@@ -158,12 +181,27 @@ def round_trip_costs(v, rs, trips):
     return h
 
 
-def ratios_to_floor(rt_out, rounds, floor=FLOOR_REF):
+def summed_progs(rs):
+    """Each program's runs and run time summed over the rounds rs, by name, with its
+    time per run."""
+    by_name = {}
+    for r in rs:
+        for p in r["progs"]:
+            q = by_name.setdefault(p["name"], {"name": p["name"], "run_cnt": 0, "run_time_ns": 0})
+            q["run_cnt"] += p["run_cnt"]
+            q["run_time_ns"] += p["run_time_ns"]
+    progs = sorted(by_name.values(), key=lambda p: p["name"])
+    for p in progs:
+        p["ns_per_run"] = p["run_time_ns"] / p["run_cnt"] if p["run_cnt"] else None
+    return progs
+
+
+def ratios_to_floor(rt_out, rounds, floor=FLOOR_REF, key="bpf_ns_per_round_trip"):
     """Each tracer against the floor (the clock floor unless told) of the same round."""
-    ref = {r["round"]: r["bpf_ns_per_round_trip"] for r in rounds.get(floor, [])}
+    ref = {r["round"]: r[key] for r in rounds.get(floor, [])}
     for v, h in rt_out.items():
-        ratios = [r["bpf_ns_per_round_trip"] / ref[r["round"]] for r in rounds[v]
-                  if ref.get(r["round"])]
+        ratios = [r[key] / ref[r["round"]] for r in rounds[v]
+                  if ref.get(r["round"]) and r[key] is not None]
         if ratios:
             h["ratio_to_floor_rounds"] = [round(x, 3) for x in ratios]
             h["ratio_to_floor"] = median(ratios)

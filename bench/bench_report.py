@@ -162,9 +162,15 @@ def hook_tables(res, title, table):
                     f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-")
                    for p in h["progs"]])
             continue
+        rounds = h.get("rounds", 1)
         title(f"BPF programs of {v} during a max-rate flood "
-              f"({h['recv_pps'] / 1e3:.0f} kpps received; "
-              f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per packet)")
+              + (f"({rounds} interleaved rounds; a median of " if rounds > 1 else "(")
+              + f"{h['recv_pps'] / 1e3:.0f} kpps received and "
+              + f"{h['bpf_ns_per_packet'] or 0:.0f} ns of BPF per packet"
+              + (f"; rounds: {', '.join(str(x) for x in h['bpf_ns_rounds'])} ns" if rounds > 1 else "")
+              + (f"; x {FLOOR_REF} per round: " + ", ".join(f"{x:.2f}" for x in h["ratio_to_floor_rounds"])
+                 if rounds > 1 and h.get("ratio_to_floor_rounds") and v != FLOOR_REF else "")
+              + ")")
         table(["program", "runs", "ns/run", "runs/s", "runs/packet"],
               [(p["name"], p["run_cnt"],
                 f"{p['ns_per_run']:.0f}" if p["ns_per_run"] is not None else "-",

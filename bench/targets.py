@@ -31,19 +31,16 @@ def _vs_floor(rows, what, unit_fmt, x, ref, limit, ratio=None, spread=""):
 
 
 def _floor_rows(res, rows, floor_ref):
-    hrt = res.get("hooks_roundtrip") or {}
-    nl, fl = hrt.get("netlatd"), hrt.get(floor_ref)
-    rng = (nl or {}).get("ratio_to_floor_rounds")
-    spread = f", rounds {min(rng):.2f}-{max(rng):.2f}" if rng and len(rng) > 1 else ""
     # The median of the per-round ratios (interleaved rounds) where there are rounds.
-    _vs_floor(rows, "BPF time per loopback round trip", "{:.0f} ns",
-              nl and nl["bpf_ns_per_round_trip"], fl and fl["bpf_ns_per_round_trip"],
-              TARGETS["bpf_rt_vs_floor"], ratio=(nl or {}).get("ratio_to_floor"), spread=spread)
-    hk = res.get("hooks") or {}
-    nl, fl = hk.get("netlatd"), hk.get(floor_ref)
-    _vs_floor(rows, "BPF time per flooded packet (max rate)", "{:.0f} ns",
-              nl and nl["bpf_ns_per_packet"], fl and fl["bpf_ns_per_packet"],
-              TARGETS["bpf_flood_vs_floor"])
+    for part, what, key, target in (
+            ("hooks_roundtrip", "BPF time per loopback round trip", "bpf_ns_per_round_trip", "bpf_rt_vs_floor"),
+            ("hooks", "BPF time per flooded packet (max rate)", "bpf_ns_per_packet", "bpf_flood_vs_floor")):
+        hk = res.get(part) or {}
+        nl, fl = hk.get("netlatd"), hk.get(floor_ref)
+        rng = (nl or {}).get("ratio_to_floor_rounds")
+        spread = f", rounds {min(rng):.2f}-{max(rng):.2f}" if rng and len(rng) > 1 else ""
+        _vs_floor(rows, what, "{:.0f} ns", nl and nl[key], fl and fl[key], TARGETS[target],
+                  ratio=(nl or {}).get("ratio_to_floor"), spread=spread)
     prs = (res.get("packet_rate") or {}).get("summary") or {}
     nl, fl = prs.get("netlatd"), prs.get(floor_ref)
     _vs_floor(rows, "max UDP receive rate lost", "{:.1f} %", nl and nl["loss_pct"],

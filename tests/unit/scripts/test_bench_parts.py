@@ -90,5 +90,40 @@ class HooksWithoutTracer(unittest.TestCase):
         self.assertIn("no figure: hooks: no tracer to measure", bench_report.render(res))
 
 
+class FloodRounds(unittest.TestCase):
+    """The flood is measured in interleaved rounds, the order turned each round, and
+    a tracer's figure against the floor is the median of its per-round ratios: run
+    in one fixed order, whichever came later was the slower on this host."""
+
+    def test_rounds_turn_the_order_and_the_ratio_is_per_round(self):
+        order = []
+        host_speed = iter(range(1, 100))  # the host gets slower with every flood
+
+        def flood(b, v):
+            order.append(v)
+            slow = next(host_speed)
+            per_packet = {"floor-clock": 100, "netlatd": 150}[v] * slow
+            return {"received": 1000, "recv_pps": 1e5, "wall_s": 1.0, "traced_packets": None,
+                    "bpf_ns_per_packet": per_packet,
+                    "progs": [{"name": "p", "run_cnt": 1000, "run_time_ns": per_packet * 1000}]}
+
+        real, bench_hooks.flood_hook_costs = bench_hooks.flood_hook_costs, flood
+        self.addCleanup(setattr, bench_hooks, "flood_hook_costs", real)
+        b = types.SimpleNamespace(a=types.SimpleNamespace(hook_rounds=3))
+        rounds = bench_hooks.flood_rounds(b, ["floor-clock", "netlatd"])
+        self.assertEqual(order, ["floor-clock", "netlatd", "netlatd", "floor-clock",
+                                 "floor-clock", "netlatd"])
+        out = {v: bench_hooks.flood_costs(v, rs) for v, rs in rounds.items()}
+        bench_hooks.ratios_to_floor(out, rounds, key="bpf_ns_per_packet")
+        nl = out["netlatd"]
+        self.assertEqual(nl["rounds"], 3)
+        self.assertEqual(nl["bpf_ns_rounds"], [300, 450, 900])
+        self.assertEqual(nl["progs"][0]["run_cnt"], 3000)
+        self.assertEqual(nl["progs"][0]["runs_per_packet"], 1.0)
+        # Each round against that round's floor (rounds 1 and 3: floor first).
+        self.assertEqual(nl["ratio_to_floor_rounds"], [3.0, 1.125, 1.8])
+        self.assertAlmostEqual(nl["ratio_to_floor"], 1.8)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)

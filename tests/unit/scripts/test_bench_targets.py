@@ -47,6 +47,14 @@ class Targets(unittest.TestCase):
         self.assertFalse(s["daemon: one socket at the max rate, packets traced"])  # 98 %
         self.assertEqual(s["daemon peak RSS (VmHWM)"], "figure")
 
+    def test_the_flood_is_judged_by_the_median_of_its_per_round_ratios(self):
+        res = results()
+        res["hooks"]["netlatd"].update(ratio_to_floor=1.4, ratio_to_floor_rounds=[1.3, 1.4, 1.7])
+        s = self.status(res)
+        self.assertTrue(s["BPF time per flooded packet (max rate)"])  # 1.4, though 1600 / 1000
+        row = [r for r in targets.evaluate(res, "floor-clock") if r[0].startswith("BPF time per flooded")][0]
+        self.assertIn("1.40 x the clock floor's 1000 ns, rounds 1.30-1.70", row[1])
+
     def test_a_floor_delta_at_zero_is_inconclusive_and_a_missing_part_not_measured(self):
         res = results(floor_delta=-20)
         del res["packet_rate"]
