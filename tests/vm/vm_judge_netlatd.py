@@ -145,7 +145,7 @@ def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats, busy_
     stats.update(datagrams=len(udp_timelines),
                  datagrams_irq=sum("irq" in (t.get("stamps") or {}) for t in udp_timelines))
     if busy_poll:
-        judge_busy_polled(v, timelines, udp_timelines, counts, packets, busy_poll, stats)
+        judge_busy_polled(v, udp_timelines, counts, packets, busy_poll, stats)
         judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen)
         return
     v.check(counts.get("irq", 0) >= 0.95 * packets and packets > 0,
@@ -163,7 +163,7 @@ def judge_netlatd(v, lines, got, guest, reader_first, netlatd_args, stats, busy_
         judge_61_hooks(v, hooks)
 
 
-def judge_busy_polled(v, timelines, udp_timelines, counts, packets, busy_rx, stats):
+def judge_busy_polled(v, udp_timelines, counts, packets, busy_rx, stats):
     """Datagrams a busy-polling reader received in its own call: no interrupt
     and no NET_RX softirq led to them, so none may carry an irq, raise or
     softirq stamp (it would be another packet's). Those without a softirq
@@ -179,35 +179,8 @@ def judge_busy_polled(v, timelines, udp_timelines, counts, packets, busy_rx, sta
             f"(the kernel's BusyPollRxPackets: {busy_rx})")
     stray = [t for t in polled if {"irq", "softirq_raise"} & set((t.get("stamps") or {}).keys())]
     v.check(not stray, f"no busy-polled datagram with an irq or raise stamp ({len(stray)} have one)")
-    first = first_reads_unstamped(timelines)
     for name in ("netif_receive", "sock_queue", "oncpu", "in_socket", "total"):
-        want = packets - first if name in READ_START_STAGES else packets
-        v.check(counts.get(name) == want, f"{name} stage count {counts.get(name)} == {want}"
-                + (f" ({first} of a thread's first read, nothing woke it before)" if want != packets else ""))
-
-
-def first_reads_unstamped(timelines):
-    """Records of a reading thread's first read that have no switch-in and no
-    wake-up: a switch-in is stamped only for a task that has BPF task storage
-    (a reader, from its first read on, or one a watched socket woke), so a
-    thread that busy polls, or finds its data queued, reads the first time
-    with no switch-in, and its read start is left out when the data came
-    during the call (bpf/stamps/cpu.bpf.h on_sched_switch). How many lack
-    the read-start stages for that reason, and no more."""
-    by_tid = collections.defaultdict(list)
-    for t in timelines:
-        by_tid[t.get("reader_tid")].append(t)
-    n = 0
-    for tid, recs in by_tid.items():
-        if tid is None:
-            continue
-        ret = lambda t: (t.get("stamps_mono_ns") or {}).get("recv_return", 0)
-        first = min(ret(t) for t in recs)
-        n += sum(1 for t in recs if ret(t) == first and "oncpu" not in (t.get("stages") or {})
-                 and not {"switch_in", "wakeup"} & set((t.get("stamps") or {}).keys()))
-    if n:
-        log(f"busypoll: {n} record(s) of a thread's first read with no switch-in nor wake-up: no read start")
-    return n
+        v.check(counts.get(name) == packets, f"{name} stage count {counts.get(name)} == {packets}")
 
 
 def judge_61_hooks(v, hooks):
