@@ -240,20 +240,14 @@ static __always_inline int on_napi_poll(struct napi_struct *napi, int work, int 
 	return 0;
 }
 
-/* Every context switch: which task is on this CPU, and since when, unless
- * the task has no BPF task storage at all, so none of ours: then it never
- * read a watched socket nor was woken by one (reader.bpf.h), and is not a
- * reader yet. Most switches on a host are of such tasks (idle too), and
- * the one load spares them a clock read (91 ns on this PVM guest). A
- * lookup of our own storage instead cost more than the clock read here. A
- * task's first read, if nothing woke it before, has no switch-in stamp. */
+/* Every context switch: two stores to this CPU's state, nothing else. */
 static __always_inline int on_sched_switch(struct task_struct *next)
 {
 	struct cpu_state *cs = this_cpu();
 	if (!cs)
 		return 0;
 	cs->oncpu_tid = next->pid;
-	cs->oncpu_ts = next->bpf_storage ? bpf_ktime_get_ns() : 0;
+	cs->oncpu_ts = bpf_ktime_get_ns();
 	return 0;
 }
 
