@@ -85,6 +85,12 @@ def hook_tracers(b):
     return tracers
 
 
+def turned(tracers, rnd):
+    """The tracers in round rnd's order: each round starts one further along."""
+    k = rnd % len(tracers)
+    return tracers[k:] + tracers[:k]
+
+
 def flood_rounds(b, tracers):
     """Each tracer's programs during a max-rate flood, in interleaved rounds as the
     round trip's are (round_trip_rounds): {tracer: [round]}. One flood each, in a
@@ -93,7 +99,7 @@ def flood_rounds(b, tracers):
     the second, with its programs the A/B did not change slower too."""
     rounds = {v: [] for v in tracers}
     for rnd in range(b.a.hook_rounds):
-        for v in tracers[rnd % len(tracers):] + tracers[:rnd % len(tracers)]:
+        for v in turned(tracers, rnd):
             h = flood_hook_costs(b, v)
             if h is not None:
                 rounds[v].append({**h, "round": rnd})
@@ -148,7 +154,7 @@ def round_trip_rounds(b, rt_tracers, pingpong, ports, what="loopback round trip"
     trips = a.count + a.warmup
     rounds = {v: [] for v in rt_tracers}
     for rnd in range(a.hook_rounds):
-        for v in rt_tracers[rnd % len(rt_tracers):] + rt_tracers[:rnd % len(rt_tracers)]:
+        for v in turned(rt_tracers, rnd):
             r = bpf_stats_during(b, v, "lo", 1, ports, pingpong)
             if r is None:
                 continue
