@@ -57,6 +57,11 @@ enum netlatd_packet_flags {
 	NETLATD_PKT_WOKEN = 1 << 3,       /* the reader slept and the socket woke it after this packet was queued */
 	NETLATD_PKT_IN_SOFTIRQ = 1 << 4,  /* netif_receive_skb ran inside a NET_RX softirq */
 	NETLATD_PKT_SLEPT_IN_CALL = 1 << 5, /* the reader was asleep inside this receive call, waiting for data */
+	/* The reader's switch-in was not timed (the task had no netlatd state
+	 * then: on_sched_switch), and so came before this call's start: it was
+	 * on CPU from before the call to its return. Not a flag bit of the
+	 * wire record: NETLATD_WIRE_BEFORE_CALL in its switch-in slot. */
+	NETLATD_PKT_ON_CPU_BEFORE_CALL = 1 << 6,
 };
 
 /* Why a record has no reader: its packet-side stamps are its own, but which
@@ -113,7 +118,7 @@ struct netlatd_packet {
 #define NETLATD_WIRE_TID_BITS 22          /* PID_MAX_LIMIT on 64-bit: 2^22 */
 #define NETLATD_WIRE_TID_MASK ((1u << NETLATD_WIRE_TID_BITS) - 1)
 /* netlatd_wire_packet.tid_flags above the tid: enum netlatd_packet_flags
- * (6 bits), then these. */
+ * (its first 6 bits), then these. */
 #define NETLATD_WIRE_AMBIGUOUS (1u << 6)   /* reader_unknown = NETLATD_READER_AMBIGUOUS */
 #define NETLATD_WIRE_RX_UNKNOWN (1u << 7)  /* irq .. netif_receive_skb may be another copy's: left out */
 #define NETLATD_WIRE_FAR (1u << 8)         /* a reader stamp was left out: over 4.29 s before the return */
@@ -122,6 +127,9 @@ struct netlatd_packet {
 #define NETLATD_WIRE_IFACE_MASK 63u        /* iface_id 1..NETLATD_MAX_IFACES, 64 written as 0 */
 /* A reader stamp's distance before the return, plus one (0 = not seen). */
 #define NETLATD_WIRE_BEFORE_MAX 0xffffffffull
+/* reader_before[NETLATD_WIRE_SWITCH_IN] never holds BEFORE_MAX as a
+ * distance; there it stands for NETLATD_PKT_ON_CPU_BEFORE_CALL. */
+#define NETLATD_WIRE_BEFORE_CALL 0xffffffffu
 
 enum netlatd_wire_reader_stamp {
 	NETLATD_WIRE_SWITCH_IN = 0,

@@ -112,7 +112,8 @@ NETLATD_STAGE_MATH_FN int netlatd_path_ordered(const __u64 *t)
  *    reader): its start.
  *  - The call was already waiting when the packet was queued: the reader's
  *    switch-in, or the queueing itself if it never switched out during the
- *    call.
+ *    call (its switch-in before the call's start, timed or known from
+ *    NETLATD_PKT_ON_CPU_BEFORE_CALL).
  * Otherwise unknown: no hook gave the call's start, and the application may
  * have been busy elsewhere between its switch-in and the call. */
 NETLATD_STAGE_MATH_FN __u64 netlatd_read_start(__u64 queued, __u64 woke, __u64 sw, __u64 call, __u32 flags)
@@ -126,7 +127,7 @@ NETLATD_STAGE_MATH_FN __u64 netlatd_read_start(__u64 queued, __u64 woke, __u64 s
 	if (call >= queued)
 		return call;
 	if (!sw)
-		return 0;
+		return flags & NETLATD_PKT_ON_CPU_BEFORE_CALL ? queued : 0;
 	return sw >= call ? (queued > sw ? queued : sw) : queued;
 }
 

@@ -13,7 +13,8 @@ static_assert(NETLATD_MAX_IFACES == NETLATD_WIRE_IFACE_MASK + 1, "iface_id 1..64
 namespace {
 
 constexpr uint32_t kFlagBits = 10;  // enum netlatd_packet_flags (6), NETLATD_WIRE_AMBIGUOUS, _RX_UNKNOWN, _FAR, _AGG_CHECKED
-constexpr uint32_t kPacketFlags = NETLATD_WIRE_AMBIGUOUS - 1;
+constexpr uint32_t kWireFlags = NETLATD_WIRE_AMBIGUOUS - 1;  // of enum netlatd_packet_flags, as flag bits
+constexpr uint32_t kPacketFlags = kWireFlags | NETLATD_PKT_ON_CPU_BEFORE_CALL;
 constexpr uint8_t kUdp = 17, kTcp = 6;
 
 constexpr netlatd_stamp kReaderStamps[NETLATD_WIRE_READER_STAMPS] = {
@@ -30,7 +31,7 @@ void decode_packet_fields(const netlatd_wire_packet &w, uint32_t flags, netlatd_
     out.stamp_ns[NETLATD_STAMP_RECEIVE_SKB] = rcv;
   }
   out.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] = w.queue_after ? rcv + w.queue_after : 0;
-  out.flags = static_cast<__u16>(flags & kPacketFlags);
+  out.flags = static_cast<__u16>(flags & kWireFlags);
   out.l4proto = (flags & NETLATD_PKT_TCP) ? kTcp : kUdp;
   out.reader_unknown = (flags & NETLATD_WIRE_AMBIGUOUS) ? NETLATD_READER_AMBIGUOUS : NETLATD_READER_KNOWN;
   out.agg_checked = (flags & NETLATD_WIRE_AGG_CHECKED) ? 1 : 0;
@@ -93,7 +94,8 @@ bool encode_reader_stamps(const netlatd_packet &p, netlatd_wire_packet &w, uint3
     for (netlatd_stamp s : kReaderStamps)
       if (t[s])
         return false;
-    return !(p.reader_tid || p.reader_tgid || p.reader_cpu || p.reader_cgroup || p.reader_comm[0]);
+    return !(p.reader_tid || p.reader_tgid || p.reader_cpu || p.reader_cgroup || p.reader_comm[0] ||
+             (p.flags & NETLATD_PKT_ON_CPU_BEFORE_CALL));
   }
   if (p.reader_tid == 0 || p.reader_tid > NETLATD_WIRE_TID_MASK)
     return false;
@@ -106,6 +108,13 @@ bool encode_reader_stamps(const netlatd_packet &p, netlatd_wire_packet &w, uint3
     if (at > ret || ret - at + 1 >= NETLATD_WIRE_BEFORE_MAX)
       return false;
     w.reader_before[i] = static_cast<__u32>(ret - at + 1);
+  }
+  // Said by the switch-in's slot, which then holds no stamp; only of a
+  // call whose start is known (fill_reader).
+  if (p.flags & NETLATD_PKT_ON_CPU_BEFORE_CALL) {
+    if (t[NETLATD_STAMP_SWITCH_IN] || !t[NETLATD_STAMP_CALL_START])
+      return false;
+    w.reader_before[NETLATD_WIRE_SWITCH_IN] = NETLATD_WIRE_BEFORE_CALL;
   }
   return true;
 }
@@ -149,7 +158,9 @@ RecordDecoder::Kind RecordDecoder::decode(const void *data, size_t size, netlatd
     ++far_;
   out.stamp_ns[NETLATD_STAMP_RECV_RETURN] = ret;
   for (unsigned i = 0; i < NETLATD_WIRE_READER_STAMPS; ++i)
-    if (w.reader_before[i])
+    if (i == NETLATD_WIRE_SWITCH_IN && w.reader_before[i] == NETLATD_WIRE_BEFORE_CALL)
+      out.flags |= NETLATD_PKT_ON_CPU_BEFORE_CALL;
+    else if (w.reader_before[i])
       out.stamp_ns[kReaderStamps[i]] = ret - (w.reader_before[i] - 1);
   out.reader_cpu = static_cast<__u16>((w.cpus_iface >> NETLATD_WIRE_CPU_BITS) & NETLATD_WIRE_CPU_MASK);
   out.reader_tid = tid;
@@ -165,7 +176,7 @@ std::optional<netlatd_wire_packet> encode_packet(const netlatd_packet &p) noexce
   if (!encodable(p))
     return std::nullopt;
   netlatd_wire_packet w{};
-  uint32_t flags = p.flags;
+  uint32_t flags = p.flags & kWireFlags;
   if (!encode_packet_stamps(p.stamp_ns, w, flags))
     return std::nullopt;
   if (p.reader_unknown == NETLATD_READER_AMBIGUOUS)

@@ -266,6 +266,7 @@ void add_outlier_reader(Json &j, const netlatd_packet &p) {
   j["reader_comm"] = std::string(p.reader_comm, strnlen(p.reader_comm, sizeof p.reader_comm));
   j["woken"] = (p.flags & NETLATD_PKT_WOKEN) != 0;
   j["slept_in_call"] = (p.flags & NETLATD_PKT_SLEPT_IN_CALL) != 0;
+  j["on_cpu_before_call"] = (p.flags & NETLATD_PKT_ON_CPU_BEFORE_CALL) != 0;
 }
 
 }  // namespace

@@ -108,6 +108,18 @@ TEST_CASE("record: stamps are distances from their base; a stamp not seen stays 
       CHECK(out.stamp_ns[s] == 0);
     CHECK(out.stamp_ns[NETLATD_STAMP_RECV_RETURN] == kBase + 34'000);
   }
+  SECTION("a switch-in not timed, before the call: said by the switch-in's slot, no stamp made up") {
+    p.flags = NETLATD_PKT_ON_CPU_BEFORE_CALL;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+    const netlatd_wire_packet wf = *encode_packet(p);
+    CHECK(wf.reader_before[NETLATD_WIRE_SWITCH_IN] == NETLATD_WIRE_BEFORE_CALL);
+    CHECK(((wf.tid_flags >> NETLATD_WIRE_TID_BITS) & NETLATD_WIRE_AMBIGUOUS) == 0);
+    const netlatd_packet out = decoded(d, wf);
+    CHECK(out.stamp_ns[NETLATD_STAMP_SWITCH_IN] == 0);
+    CHECK(out.flags == NETLATD_PKT_ON_CPU_BEFORE_CALL);
+    REQUIRE(same(out, p));
+  }
   SECTION("a reader stamp at the very instant of the return is seen, not lost") {
     p.stamp_ns[NETLATD_STAMP_COPY] = p.stamp_ns[NETLATD_STAMP_RECV_RETURN];
     REQUIRE(same(decoded(d, *encode_packet(p)), p));
@@ -267,5 +279,12 @@ TEST_CASE("record: what the kernel side cannot write is refused, and sizes it ne
   SECTION("an interface number over 64") { p.iface_id = NETLATD_MAX_IFACES + 1; }
   SECTION("a CPU over 8191") { p.reader_cpu = 8192; }
   SECTION("a protocol other than UDP and TCP") { p.l4proto = 1; }
+  SECTION("on CPU before the call, with a switch-in stamp too") { p.flags |= NETLATD_PKT_ON_CPU_BEFORE_CALL; }
+  SECTION("on CPU before the call, with no call start") {
+    p.flags |= NETLATD_PKT_ON_CPU_BEFORE_CALL;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = 0;
+  }
+  SECTION("a flag no record has") { p.flags |= 1u << 7; }
   CHECK_FALSE(encode_packet(p));
 }

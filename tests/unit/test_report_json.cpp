@@ -252,6 +252,7 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
   REQUIRE(j["stamps_mono_ns"].size() == 9);
   REQUIRE(j["sport"] == 40123);
   REQUIRE(j["slept_in_call"] == true);
+  REQUIRE(j["on_cpu_before_call"] == false);
   REQUIRE(j["offsets_ns"]["irq"] == 0);
   REQUIRE(j["offsets_ns"]["wakeup"] == 9'200);
   REQUIRE(j["offsets_ns"]["copy"] == 2'010'000);
@@ -287,6 +288,17 @@ TEST_CASE("format_outlier_json_line: one packet's timeline", "[report][json][out
     // started is unknown: oncpu is left out, not guessed.
     REQUIRE_FALSE(k["stages"].contains("oncpu"));
     REQUIRE_FALSE(k["stamps"].contains("read_start"));
+  }
+  SECTION("a call waiting on CPU since before it started, its switch-in not timed: read start at the queueing") {
+    p.flags = NETLATD_PKT_ON_CPU_BEFORE_CALL;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = p.stamp_ns[NETLATD_STAMP_SOCK_QUEUE] - 1'000;
+    const json k = json::parse(format_outlier_json_line(h, p, offset));
+    REQUIRE(k["on_cpu_before_call"] == true);
+    REQUIRE_FALSE(k["stamps"].contains("switch_in"));
+    REQUIRE(k["stamps"]["read_start"] == k["stamps"]["sock_queue"]);
+    REQUIRE(k["stages"]["sock_queue"] == 0);
   }
   SECTION("a packet whose reader cannot be named carries its own stamps only") {
     for (int st : {NETLATD_STAMP_WAKEUP, NETLATD_STAMP_SWITCH_IN, NETLATD_STAMP_CALL_START, NETLATD_STAMP_COPY,

@@ -55,7 +55,8 @@ netlatd_packet random_packet(std::mt19937_64 &rng) {
     const uint64_t pick = rng() % 8;
     p.stamp_ns[s] = pick == 0 ? 0 : 1'000'000 + pick * 1'000 + (rng() % 3) * 400;
   }
-  p.flags = static_cast<__u16>((rng() & 1) ? NETLATD_PKT_SLEPT_IN_CALL : 0);
+  p.flags = static_cast<__u16>(((rng() & 1) ? NETLATD_PKT_SLEPT_IN_CALL : 0) |
+                               ((rng() & 1) ? NETLATD_PKT_ON_CPU_BEFORE_CALL : 0));
   return p;
 }
 

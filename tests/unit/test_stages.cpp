@@ -108,6 +108,23 @@ TEST_CASE("the read starts at the call, or for a reader asleep in it at its swit
     p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 900'000;
     REQUIRE_FALSE(read_start(p).has_value());
   }
+  SECTION("a call waiting when the packet came, its switch-in not timed but before the call: the queueing") {
+    // A task's first read: sched_switch read no clock for a task that had
+    // no storage yet, and its call made that storage after the switch-in.
+    p.flags = NETLATD_PKT_ON_CPU_BEFORE_CALL;
+    p.stamp_ns[NETLATD_STAMP_WAKEUP] = 0;
+    p.stamp_ns[NETLATD_STAMP_SWITCH_IN] = 0;
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued - 200'000;
+    REQUIRE(read_start(p) == queued);
+    REQUIRE(stage_duration(p, Stage::SockQueue) == 0u);
+    REQUIRE(stage_duration(p, Stage::OnCpu) == p.stamp_ns[NETLATD_STAMP_RECV_RETURN] - queued);
+    // A call that began after the queueing starts the read, as ever.
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = queued + 1'000;
+    REQUIRE(read_start(p) == queued + 1'000);
+    // Without the call's start, the flag alone says nothing.
+    p.stamp_ns[NETLATD_STAMP_CALL_START] = 0;
+    REQUIRE_FALSE(read_start(p).has_value());
+  }
   SECTION("a call that began after the enqueue stamp but still slept for the data: its switch-in") {
     // The enqueue hook may run just before the datagram is queued (fentry):
     // a call in between finds nothing yet and sleeps.
