@@ -113,7 +113,12 @@ __noinline int agg_build(const struct netlatd_rx *rx, __u32 queue_after, const s
 	t[NETLATD_PATH_WAKEUP] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_WAKEUP]);
 	t[NETLATD_PATH_COPY] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_COPY]);
 	t[NETLATD_PATH_RETURN] = ret;
-	t[NETLATD_PATH_SWITCH_IN] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_SWITCH_IN]);
+	__u32 sw = rec->reader_before[NETLATD_WIRE_SWITCH_IN];
+	if (sw == NETLATD_WIRE_BEFORE_CALL) {
+		flags |= NETLATD_PKT_ON_CPU_BEFORE_CALL;
+		sw = 0;
+	}
+	t[NETLATD_PATH_SWITCH_IN] = agg_reader_stamp(ret, sw);
 	t[NETLATD_PATH_CALL_START] = agg_reader_stamp(ret, rec->reader_before[NETLATD_WIRE_CALL_START]);
 	t[NETLATD_PATH_READ_START] = netlatd_read_start(t[NETLATD_PATH_QUEUED], t[NETLATD_PATH_WAKEUP],
 							 t[NETLATD_PATH_SWITCH_IN], t[NETLATD_PATH_CALL_START], flags);

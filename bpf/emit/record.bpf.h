@@ -55,6 +55,9 @@ static __always_inline void fill_reader(struct netlatd_wire_packet *rec, const s
 	__u64 call = v->call_start <= now ? v->call_start : 0;
 	rec->recv_return_ns = now;
 	put_before(rec, NETLATD_WIRE_SWITCH_IN, now, sw);
+	/* A switch-in not timed came before the storage that holds this
+	 * call's start (on_sched_switch): the slot, 0 then, says so. */
+	rec->reader_before[NETLATD_WIRE_SWITCH_IN] |= -(__u32)(v->switch_untimed & ne_bit(call, 0));
 	put_before(rec, NETLATD_WIRE_CALL_START, now, call);
 	__u64 woke = v->woken_ns;
 	if (woke && queued && woke >= queued && woke <= now && (!sw || woke <= sw)) {

@@ -16,7 +16,8 @@ struct read_view {
 	__u32 cpu;
 	__u8 woken_in_call;
 	__u8 named;         /* 1: the daemon knows this reader as it is now (tell_reader) */
-	__u8 _pad[2];
+	__u8 switch_untimed; /* its switch-in here was not timed: it had no storage then */
+	__u8 _pad;
 };
 
 /* Tells the daemon who this reader is, ahead of its records in the ring,
@@ -61,6 +62,7 @@ static __always_inline void view_here(struct read_view *v, const struct cpu_stat
 	v->pid_tgid = pid_tgid;
 	v->cpu = bpf_get_smp_processor_id();
 	v->switch_in = cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
+	v->switch_untimed = cs->oncpu_tid == tid && !cs->oncpu_ts;
 	v->copy_ts = cs->copy_tid == tid ? cs->copy_ts : 0;
 	v->call_start = rs && rs->call_sk == (__u64)sk ? rs->call_start_ns : 0;
 	v->woken_ns = rs && rs->woken_sk == (__u64)sk ? rs->woken_ns : 0;
@@ -69,7 +71,7 @@ static __always_inline void view_here(struct read_view *v, const struct cpu_stat
 	struct task_struct *task = bpf_get_current_task_btf();
 	v->name[0] = *(__u64 *)&task->comm[0];
 	v->name[1] = *(__u64 *)&task->comm[8];
-	v->_pad[0] = v->_pad[1] = 0; /* all of it is read (emit_rec) */
+	v->_pad = 0; /* all of it is read (emit_rec) */
 	v->named = tell_reader(rs, v);
 }
 

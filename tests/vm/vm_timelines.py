@@ -113,7 +113,30 @@ def judge_timelines(v, netlatd_args, timelines, got, packets, drops, unseen):
             want -= sum(r[0] for r in (got.get("udp_reads") or [])[:unseen])
         v.check(nbytes == want, f"{proto} payload bytes in timelines {nbytes} == bytes nlrx read {want}"
                 + (" (without the unmeasured first datagram)" if proto == "udp" and unseen else ""))
+    judge_untimed_switch_in(v, timelines)
     report_missing_stamps(timelines)
+
+
+def judge_untimed_switch_in(v, timelines):
+    """A read whose reader was on CPU from before its call, its switch-in
+    not timed (on_cpu_before_call: a task's first read, sched_switch reads
+    no clock for a task without storage): no switch_in stamp, the call's
+    start known, and the read starting at the later of the call's start
+    and the queueing."""
+    flagged = [t for t in timelines if t.get("on_cpu_before_call")]
+    log(f"reads on CPU from before their call, switch-in not timed: {len(flagged)}")
+    wrong = []
+    for t in flagged:
+        st = t.get("stamps") or {}
+        if "switch_in" in st or "call_start" not in st:
+            wrong.append(f"stamps {sorted(st)}")
+        elif "sock_queue" in st:
+            want = max(stamp_ns(st["call_start"]), stamp_ns(st["sock_queue"]))
+            if "read_start" not in st or stamp_ns(st["read_start"]) != want:
+                wrong.append(f"read_start {st.get('read_start')} for call_start {st['call_start']}, "
+                             f"sock_queue {st['sock_queue']}")
+    v.check(not wrong, f"reads with an untimed switch-in have a call start and start at it or the queueing "
+            f"({len(wrong)} not{': ' + '; '.join(wrong[:3]) if wrong else ''})")
 
 
 def report_missing_stamps(timelines):
