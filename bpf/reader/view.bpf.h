@@ -62,7 +62,9 @@ static __always_inline void view_here(struct read_view *v, const struct cpu_stat
 	v->pid_tgid = pid_tgid;
 	v->cpu = bpf_get_smp_processor_id();
 	v->switch_in = cs->oncpu_tid == tid ? cs->oncpu_ts : 0;
-	v->switch_untimed = cs->oncpu_tid == tid && !cs->oncpu_ts;
+	/* As arithmetic: a 0 on one path and a 1 on another would fork the
+	 * verifier's walk of every record the return writes after this. */
+	v->switch_untimed = (__u8)(eq_bit(cs->oncpu_tid, tid) & eq_bit(cs->oncpu_ts, 0));
 	v->copy_ts = cs->copy_tid == tid ? cs->copy_ts : 0;
 	v->call_start = rs && rs->call_sk == (__u64)sk ? rs->call_start_ns : 0;
 	v->woken_ns = rs && rs->woken_sk == (__u64)sk ? rs->woken_ns : 0;
